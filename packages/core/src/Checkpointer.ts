@@ -37,6 +37,7 @@ import { makeDirectories } from "./internal/directories.js"
 import { Lru } from "./internal/fast/lru.js"
 import * as FileLock from "./internal/fileLock.js"
 import { describeValue, unknownKey } from "./internal/options.js"
+import * as RegularFiles from "./internal/regularFiles.js"
 import * as SaveCondition from "./internal/saveCondition.js"
 import * as StoreLocks from "./internal/storeLocks.js"
 import * as ThreadFiles from "./internal/threadFiles.js"
@@ -543,6 +544,23 @@ const parseFailure = (threadId: string, operation: "load" | "save") => (error: P
   })
 
 /**
+ * A checkpoint (or head) `value` that failed to encode: when JSON cannot write it, why (never the text of the
+ * error a getter or Proxy threw); else what the schema found.
+ */
+const saveFailure = (threadId: string, value: unknown) => (error: ParseResult.ParseError) => {
+  try {
+    JSON.stringify(value)
+  } catch (thrown) {
+    return new CheckpointError({
+      threadId,
+      operation: "save",
+      reason: `the checkpoint cannot be written as JSON: ${ThreadLog.unwritable(thrown)}`
+    })
+  }
+  return parseFailure(threadId, "save")(error)
+}
+
+/**
  * A checkpoint as JSON text, for stores of your own; a checkpoint that does
  * not encode fails with `CheckpointError` (`operation: "save"`).
  *
@@ -559,7 +577,7 @@ const parseFailure = (threadId: string, operation: "load" | "save") => (error: P
 export const toJson = (threadId: string, checkpoint: Checkpoint): Effect.Effect<string, CheckpointError> =>
   Effect.suspend(() => {
     return typeof threadId === "string"
-      ? Effect.mapError(Schema.encode(CheckpointJson)(checkpoint), parseFailure(threadId, "save"))
+      ? Effect.mapError(Schema.encode(CheckpointJson)(checkpoint), saveFailure(threadId, checkpoint))
       : Effect.fail(notAThreadId(threadId, "save"))
   })
 
@@ -606,7 +624,7 @@ const decodeStored = (threadId: string, text: string, operation: "load" | "save"
   )
 
 const encodeHead = (threadId: string, head: ThreadLog.Head) =>
-  Effect.mapError(Schema.encode(HeadJson)(head), parseFailure(threadId, "save"))
+  Effect.mapError(Schema.encode(HeadJson)(head), saveFailure(threadId, head))
 
 /**
  * Options of the log-structured checkpointers ({@link makeKeyValueStore},
@@ -825,8 +843,8 @@ export const makeKeyValueStore = (
         const at = reused ? from : offset
         const objects = messages.from(at)
         for (let i = 0; i < objects.length; i++) {
-          // (an array's JSON writes `null` for what has no JSON text of its own, such as `undefined`)
-          const text = JSON.stringify(objects[i]) ?? "null"
+          const text = ThreadLog.messageText(objects[i], at + i)
+          if (text instanceof ThreadLog.Corrupt) return yield* Effect.fail(text)
           if (joined !== undefined) joined = texts.length === 0 ? text : `${joined},${text}`
           texts.push(text)
         }
@@ -1020,6 +1038,13 @@ const textDecoder = new TextDecoder("utf-8", { fatal: true })
  * mtime, fails the save or delete with `CheckpointError` naming it. A save costs
  * the creation and removal of the lock file. Loads take no lock file.
  *
+ * A thread's file is opened only when it is a regular file: a FIFO (which
+ * would wait for a writer), a socket, a directory or a device (a link to
+ * `/dev/zero`) where a head, a log or an id belongs fails the load, save or
+ * list with `CheckpointError` naming the file and what it is. So does a head
+ * committing more of its log than one text holds (536,870,888 bytes), or
+ * more than the log file holds, before anything of it is read.
+ *
  * An agent's run saves into it without building the array of the whole
  * encoded thread at a step, through its `append`: the step encodes and
  * writes only its new messages.
@@ -1088,7 +1113,7 @@ export const makeFileSystem = (
       named(threadId, (name) => fs.remove(file(name, `.${log.generation}.log`), { force: true }))
     const backend: ThreadLog.Backend = {
       readHead: (threadId) =>
-        named(threadId, (name) => fs.readFileString(file(name, ".json"))).pipe(
+        named(threadId, (name) => RegularFiles.readText(fs, file(name, ".json"))).pipe(
           Effect.asSome,
           Effect.catchIf(isNotFound, () => Effect.succeedNone)
         ),
@@ -1096,18 +1121,22 @@ export const makeFileSystem = (
       // every head is written after a `create` since the thread was last deleted: the `.id` of a hashed name is
       // there before the head that lists it
       create: (threadId, generation, messages) =>
-        Effect.flatMap(ThreadFiles.nameOf(threadId), ({ hashed, name }) => {
-          const bytes = textEncoder.encode(ThreadLog.encodeLines(messages.from(0)))
+        Effect.flatMap(ThreadFiles.nameOf(threadId), ({ hashed, name }): Effect.Effect<number, unknown> => {
+          const lines = ThreadLog.encodeLines(messages.from(0), 0)
+          if (lines instanceof ThreadLog.Corrupt) return Effect.fail(lines)
+          const bytes = textEncoder.encode(lines)
           return Effect.zipRight(
             hashed ? writeAtomically(file(name, ".id"), threadId) : Effect.void,
             Effect.as(fs.writeFile(file(name, `.${generation}.log`), bytes, { flag: "wx" }), bytes.length)
           )
         }),
       append: (threadId, log, messages) => {
-        const bytes = textEncoder.encode(ThreadLog.encodeLines(messages.from(log.messages)))
+        const lines = ThreadLog.encodeLines(messages.from(log.messages), log.messages)
+        if (lines instanceof ThreadLog.Corrupt) return Effect.fail(lines)
+        const bytes = textEncoder.encode(lines)
         return named(threadId, (name) =>
           Effect.scoped(Effect.gen(function*() {
-            const handle = yield* fs.open(file(name, `.${log.generation}.log`), { flag: "r+" })
+            const { handle } = yield* RegularFiles.open(fs, file(name, `.${log.generation}.log`), "r+")
             yield* handle.seek(log.end, "start")
             yield* handle.writeAll(bytes)
             // a torn append of an earlier attempt may have left more
@@ -1118,9 +1147,19 @@ export const makeFileSystem = (
       read: (threadId, log, from) =>
         named(threadId, (name) =>
           Effect.scoped(Effect.gen(function*() {
-            const handle = yield* fs.open(file(name, `.${log.generation}.log`), { flag: "r" })
+            const { handle, size } = yield* RegularFiles.open(fs, file(name, `.${log.generation}.log`), "r")
             const start = from?.end ?? 0
-            const buffer = new Uint8Array(log.end - start)
+            // (a log shorter than its head commits is as one that is gone)
+            if (size < log.end) return Option.none()
+            const length = log.end - start
+            if (length > RegularFiles.maxTextBytes) {
+              return yield* Effect.fail(
+                new ThreadLog.Corrupt(
+                  `the log's committed part is ${length} bytes, over the ${RegularFiles.maxTextBytes} read at once`
+                )
+              )
+            }
+            const buffer = new Uint8Array(length)
             yield* handle.seek(start, "start")
             let filled = 0
             while (filled < buffer.length) {
@@ -1155,7 +1194,7 @@ export const makeFileSystem = (
     }
     /** The id in `<name>.id`, or none when it is gone. */
     const readId = (name: string) =>
-      fs.readFileString(file(name, ".id")).pipe(
+      RegularFiles.readText(fs, file(name, ".id")).pipe(
         Effect.asSome,
         Effect.catchIf(isNotFound, () => Effect.succeedNone)
       )

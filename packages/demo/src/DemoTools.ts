@@ -58,8 +58,13 @@ export const ReadFile = Tool.make("read_file", {
  */
 export const DemoToolkit = Toolkit.make(Calculate, ListFiles, ReadFile)
 
+/** The largest file `read_file` reads (bytes). */
+const maxFileBytes = 1024 * 1024
+
 /**
- * The handlers, reading files below `directory`.
+ * The handlers, reading files below `directory`. `read_file` reads regular
+ * files of at most 1 MiB: a FIFO, a device or a larger file is refused with
+ * the tool's error.
  *
  * @example
  * ```ts
@@ -89,8 +94,17 @@ export const layerHandlers = (
         if (!target.startsWith(root + path.sep)) {
           return Effect.fail({ error: `"${file}" is outside the sandbox folder` })
         }
-        return fs.readFileString(target).pipe(
-          Effect.catchAll(() => Effect.fail({ error: `cannot read "${file}"; use list_files to see what exists` }))
+        const unreadable = { error: `cannot read "${file}"; use list_files to see what exists` }
+        // only a regular file of bounded size is opened: a FIFO waits for a writer, /dev/zero never ends
+        return fs.stat(target).pipe(
+          Effect.mapError(() => unreadable),
+          Effect.flatMap((info) =>
+            info.type !== "File"
+              ? Effect.fail({ error: `"${file}" is a ${info.type}, not a regular file` })
+              : info.size > maxFileBytes
+              ? Effect.fail({ error: `"${file}" has ${info.size} bytes, over the ${maxFileBytes} read_file reads` })
+              : Effect.mapError(fs.readFileString(target), () => unreadable)
+          )
         )
       }
     })

@@ -373,10 +373,26 @@ const createIfMissing = (filename: string) => {
   if (!fs.existsSync(filename)) fs.closeSync(fs.openSync(filename, "a"))
 }
 
+/** What a file is, when it is not a regular file (`undefined` when it is). */
+const notRegular = (stats: fs.Stats) =>
+  stats.isFile()
+    ? undefined
+    : stats.isDirectory()
+    ? "a directory"
+    : stats.isFIFO()
+    ? "a FIFO"
+    : stats.isSocket()
+    ? "a socket"
+    : stats.isCharacterDevice() || stats.isBlockDevice()
+    ? "a device"
+    : "not a regular file"
+
 /**
  * The database file by its one real name: its folder and the file are
- * created if missing, and symbolic links are resolved. A file with several
- * hard links is refused: a process through another name would not share
+ * created if missing, and symbolic links are resolved. Anything but a
+ * regular file is refused before SQLite opens it (a FIFO or a terminal
+ * waits for a writer; `/dev/zero` never ends). A file with several hard
+ * links is refused: a process through another name would not share
  * SQLite's WAL file, which SQLite keeps next to the name.
  */
 const realFile = (filename: string) =>
@@ -385,7 +401,8 @@ const realFile = (filename: string) =>
       makeDirectories(path.dirname(filename))
       createIfMissing(filename)
       const real = fs.realpathSync(filename)
-      return { real, links: fs.statSync(real).nlink }
+      const stats = fs.statSync(real)
+      return { real, links: stats.nlink, kind: notRegular(stats) }
     },
     catch: (cause) =>
       new AgentError.InvalidOptions({
@@ -394,6 +411,15 @@ const realFile = (filename: string) =>
         reason: `cannot open "${filename}": ${String(cause)}`
       })
   }).pipe(
+    Effect.filterOrFail(
+      ({ kind }) => kind === undefined,
+      ({ kind, real }) =>
+        new AgentError.InvalidOptions({
+          module: "AgentEngine",
+          option: "filename",
+          reason: `"${real}" is ${kind}, not a regular file: SQLite keeps its database in a regular file`
+        })
+    ),
     Effect.filterOrFail(
       ({ links }) => links === 1,
       ({ links, real }) =>

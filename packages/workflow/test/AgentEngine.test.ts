@@ -441,6 +441,36 @@ describe("AgentEngine.layerSqlite", () => {
       })
   )
 
+  // (SQLite would open them: a FIFO or a terminal waits for a writer, /dev/zero never ends)
+  it.scopedLive.skipIf(process.platform === "win32" || !fs.existsSync("/dev/zero"))(
+    "a FIFO, a device or a directory (or a link to one) as the file is refused before SQLite opens it, naming it",
+    () =>
+      Effect.gen(function*() {
+        const directory = yield* tempDirectory("stepwise-engine-")
+        const fifo = path.join(directory, "fifo.db")
+        childProcess.execFileSync("mkfifo", [fifo])
+        const linkToFifo = path.join(directory, "link.db")
+        fs.symlinkSync(fifo, linkToFifo)
+        const zero = path.join(directory, "zero.db")
+        fs.symlinkSync("/dev/zero", zero)
+        const folder = path.join(directory, "folder.db")
+        fs.mkdirSync(folder)
+        for (
+          const [filename, kind] of [[fifo, "a FIFO"], [linkToFifo, "a FIFO"], [zero, "a device"], [
+            folder,
+            "a directory"
+          ]]
+        ) {
+          const refused = yield* Layer.build(AgentEngine.layerSqlite({ filename })).pipe(
+            Effect.timeout("10 seconds"),
+            Effect.flip
+          )
+          assert.strictEqual(refused._tag, "InvalidOptions", filename)
+          assert.include(refused.message, `is ${kind}, not a regular file`)
+        }
+      })
+  )
+
   it.scopedLive("defaults to .stepwise/runs.db under the working directory", () =>
     Effect.gen(function*() {
       const directory = yield* tempDirectory("stepwise-engine-")

@@ -379,10 +379,37 @@ export const make = (options: Options): Checkpointer.MakeOptions => {
   }
 }
 
-/** The lines of `messages`: one JSON text per message, each ending in a newline. */
-export const encodeLines = (messages: ReadonlyArray<unknown>): string => {
+/**
+ * The JSON text of message `n` (counted from 0) of a save, or the {@link Corrupt} saying why it has none: a
+ * cycle, nesting too deep for the stack, or a getter, `toJSON` or Proxy that threw (its error is not shown: it
+ * may hold anything). An array's JSON writes `null` for what has no JSON text of its own (`undefined`).
+ */
+export const messageText = (message: unknown, n: number): string | Corrupt => {
+  try {
+    return JSON.stringify(message) ?? "null"
+  } catch (error) {
+    return new Corrupt(`message ${n + 1} of the thread cannot be written as JSON: ${unwritable(error)}`)
+  }
+}
+
+/** Why `JSON.stringify` threw `error`, without its text (a getter's or Proxy's error may hold anything). */
+export const unwritable = (error: unknown): string =>
+  error instanceof RangeError
+    ? "it is nested too deep"
+    : error instanceof TypeError && /circular/i.test(error.message)
+    ? "it holds a cycle"
+    : error instanceof TypeError && /bigint/i.test(error.message)
+    ? "it holds a bigint"
+    : "reading it threw"
+
+/** The lines of `messages` (message `from` on): one JSON text per message, each ending in a newline. */
+export const encodeLines = (messages: ReadonlyArray<unknown>, from: number): string | Corrupt => {
   let text = ""
-  for (let i = 0; i < messages.length; i++) text += JSON.stringify(messages[i]) + "\n"
+  for (let i = 0; i < messages.length; i++) {
+    const line = messageText(messages[i], from + i)
+    if (line instanceof Corrupt) return line
+    text += line + "\n"
+  }
   return text
 }
 

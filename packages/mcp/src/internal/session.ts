@@ -140,23 +140,71 @@ const credentialsOf = (target: Target): Array<Secret> => {
 const scrubFailed = (result: CallToolResult): CallToolResult =>
   result.isError === true ? { ...result, content: Secrets.scrubError(result.content) } : result
 
+/** The most bytes of one message a server may send, as the SDK's stdio transport allows (10 MiB). */
+export const maxMessageBytes = 10 * 1024 * 1024
+
 /**
- * A fetch whose streamed POST answers report a broken connection: the SDK
- * only logs a response stream cut before the answer (the server died mid-call)
- * and leaves the call waiting for its timeout.
+ * Counts the bytes of the message being received: of the whole body, or (`streamed`) of the current
+ * server-sent event (its line ends not counted), which ends at a blank line. Gives the problem once a message
+ * passes `max`.
+ */
+export const messageCounter = (streamed: boolean, max = maxMessageBytes) => {
+  let bytes = 0
+  let line = 0
+  let afterCarriageReturn = false
+  const problem = `the server sent ${streamed ? "an event" : "an answer"} of over ${max} bytes`
+  return (chunk: Uint8Array): string | undefined => {
+    if (!streamed) {
+      bytes += chunk.length
+      return bytes > max ? problem : undefined
+    }
+    for (const byte of chunk) {
+      if (byte === 10 && afterCarriageReturn) afterCarriageReturn = false
+      else if (byte === 10 || byte === 13) {
+        afterCarriageReturn = byte === 13
+        // a blank line ends the event
+        if (line === 0) bytes = 0
+        line = 0
+      } else {
+        afterCarriageReturn = false
+        line++
+        if (++bytes > max) return problem
+      }
+    }
+    return undefined
+  }
+}
+
+/**
+ * A fetch whose answers are bounded and whose streamed POST answers report a
+ * broken connection. The SDK only logs a response stream cut before the
+ * answer (the server died mid-call) and leaves the call waiting for its
+ * timeout; and it keeps an event (or an answer) however long it grows, so a
+ * server sending one that never ends filled memory until the timeout.
  */
 const watchingFetch = (onBroken: (error: unknown) => void): typeof fetch => async (input, init) => {
   const response = await fetch(input, init)
   const streamed = response.headers.get("content-type")?.startsWith("text/event-stream") === true
-  if (init?.method !== "POST" || response.body === null || !streamed) return response
-  const signal = init.signal
+  if (response.body === null) return response
+  // (a GET's stream carries no answer: only a POST's breaks the calls waiting)
+  const post = init?.method === "POST"
+  const signal = init?.signal
   const reader = response.body.getReader()
+  const count = messageCounter(streamed)
   const body = new ReadableStream<Uint8Array>({
     pull: (controller) =>
       reader.read().then(
-        ({ done, value }) => done ? controller.close() : controller.enqueue(value),
+        ({ done, value }) => {
+          if (done) return controller.close()
+          const problem = count(value)
+          if (problem === undefined) return controller.enqueue(value)
+          const error = new Error(problem)
+          reader.cancel(error).catch(() => undefined)
+          if (post) onBroken(error)
+          controller.error(error)
+        },
         (error) => {
-          if (signal?.aborted !== true) onBroken(error)
+          if (signal?.aborted !== true && post && streamed) onBroken(error)
           controller.error(error)
         }
       ),
@@ -217,6 +265,16 @@ export const connect = (
     const described = describeTarget(target)
     // what the server echoes of them in an error is scrubbed, wherever it is written
     yield* Secrets.register(...credentialsOf(target))
+    // The calls the server works on, by request id, until its answer comes: the SDK forgets a request it
+    // cancelled (on interruption or its timeout) and drops the answer, though the server may still run it.
+    const working = new Map<string | number, Deferred.Deferred<void>>()
+    const settle = (id: string | number) => {
+      const done = working.get(id)
+      if (done === undefined) return
+      working.delete(id)
+      Deferred.unsafeDone(done, Effect.void)
+    }
+    const settleAll = () => [...working.keys()].forEach(settle)
     // The calls in flight wait on the current deferred; a transport that breaks fails it and starts another.
     let lost = yield* Deferred.make<never, string>()
     const breakCalls = (reason: string) => {
@@ -278,19 +336,15 @@ export const connect = (
           await client.connect(transport, { ...requestOptions, signal })
         },
         catch: fail
-      }).pipe(Effect.onError(() => close)),
+      }).pipe(
+        // a stream the SDK only logs as broken (an event over the bound) fails the connection at once
+        Effect.raceFirst(Effect.mapError(Deferred.await(lost), (reason): Failure => ({ target: described, reason }))),
+        // (the acquisition is uninterruptible, and so would be the race's loser)
+        Effect.interruptible,
+        Effect.onError(() => close)
+      ),
       () => close
     )
-    // The calls the server works on, by request id, until its answer comes: the SDK forgets a request it
-    // cancelled (on interruption or its timeout) and drops the answer, though the server may still run it.
-    const working = new Map<string | number, Deferred.Deferred<void>>()
-    const settle = (id: string | number) => {
-      const done = working.get(id)
-      if (done === undefined) return
-      working.delete(id)
-      Deferred.unsafeDone(done, Effect.void)
-    }
-    const settleAll = () => [...working.keys()].forEach(settle)
     // the id of the call being sent: the SDK sends a request before callTool returns its promise
     let onSent: ((id: string | number) => void) | undefined
     const send = transport.send.bind(transport)
