@@ -69,6 +69,57 @@ export class InvalidOptions extends Schema.TaggedError<InvalidOptions>(
 }
 
 /**
+ * The {@link InvalidOptions} of an options object `module` was given, if it
+ * is wrong: not an object (`undefined` stands for `{}`), or holding a key
+ * that is not one of `known` (a typo, another library's option), named
+ * under `path` when given (`"transport"`, `"send"`). For a constructor of
+ * one's own, so that its options are refused as the built-ins' are.
+ *
+ * @example
+ * ```ts
+ * import { AgentError } from "@stepwise-agent/core"
+ *
+ * const error = AgentError.unknownOption("Cache", { tll: 60 }, ["ttl", "size"])
+ * error?.message // 'Invalid Cache option "tll": is unknown; expected "ttl" | "size"'
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const unknownOption = (
+  module: string,
+  options: unknown,
+  known: ReadonlyArray<string>,
+  path?: string
+): InvalidOptions | undefined => {
+  if (options === undefined) return undefined
+  if (typeof options !== "object" || options === null || Array.isArray(options)) {
+    return new InvalidOptions({
+      module,
+      option: path ?? "options",
+      reason: `must be an object, got ${kindOf(options)}`
+    })
+  }
+  const key = Object.keys(options).find((name) => !known.includes(name))
+  return key === undefined ? undefined : new InvalidOptions({
+    module,
+    // (a key is the caller's text: cut, so an error never carries a whole document)
+    option: path === undefined ? key.slice(0, 100) : `${path}.${key.slice(0, 100)}`,
+    reason: `is unknown; expected ${known.map((name) => JSON.stringify(name)).join(" | ")}`
+  })
+}
+
+/** What a value that is not an object is, for a message: never the value itself (it may be a credential). */
+const kindOf = (value: unknown): string =>
+  value === null
+    ? "null"
+    : Array.isArray(value)
+    ? "an array"
+    : typeof value === "undefined"
+    ? "undefined"
+    : `a ${typeof value}`
+
+/**
  * A middleware refers to tools the agent does not have (by an option such as
  * `RateLimit`'s `tools` or `LlmToolSelector`'s `alwaysInclude`): `Agent.make`
  * fails with it, naming the middleware, the unknown names and the tools the

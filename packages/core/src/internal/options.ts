@@ -4,37 +4,13 @@
  * know (a typo, a LangChain option), is an `InvalidOptions` naming it, as the
  * built-in middleware's Schema checks report it.
  */
-import { InvalidOptions } from "../AgentError.js"
+import { unknownOption } from "../AgentError.js"
 
 /**
- * The `InvalidOptions` for the first unknown key of `options`, if any; `undefined` stands for `{}`. The options
- * of a method (`send`, `run`) are named after it: `send.mode`.
+ * The `InvalidOptions` for the first unknown key of `options`, if any (see `AgentError.unknownOption`); the
+ * options of a method (`send`, `run`) are named after it: `send.mode`.
  */
-export const unknownKey = (
-  module: string,
-  options: unknown,
-  known: ReadonlyArray<string>,
-  method?: string
-): InvalidOptions | undefined => {
-  if (options === undefined) return undefined
-  if (typeof options !== "object" || options === null || Array.isArray(options)) {
-    return new InvalidOptions({
-      module,
-      option: method === undefined ? "options" : method,
-      reason: "must be an object"
-    })
-  }
-  for (const key of Object.keys(options)) {
-    if (!known.includes(key)) {
-      return new InvalidOptions({
-        module,
-        option: method === undefined ? key : `${method}.${key}`,
-        reason: `is unknown; expected ${known.map((name) => JSON.stringify(name)).join(" | ")}`
-      })
-    }
-  }
-  return undefined
-}
+export const unknownKey = unknownOption
 
 /** A caller's value as an error message may show it (`Secrets.describeValue`). */
 export { describeValue } from "../Secrets.js"

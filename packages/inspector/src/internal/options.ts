@@ -4,7 +4,7 @@
  * does not know (a typo, an option of another tracer), is a problem naming
  * it, worded as core's check of `Agent.make`'s options.
  */
-import { describeValue } from "@stepwise-agent/core/Secrets"
+import * as AgentError from "@stepwise-agent/core/AgentError"
 
 /** What is wrong with an options object: the option and why. */
 export interface Problem {
@@ -18,18 +18,8 @@ export interface Problem {
  */
 export const keysOf = <T>(keys: { readonly [K in keyof Required<T>]: true }): ReadonlyArray<string> => Object.keys(keys)
 
-/**
- * The problem of `options`, if any: not an object, or its first key that is
- * not `known`. `undefined` stands for `{}`.
- */
+/** The problem of `options`, if any (see `AgentError.unknownOption`), for the package's own errors. */
 export const unknownKey = (options: unknown, known: ReadonlyArray<string>): Problem | undefined => {
-  if (options === undefined) return undefined
-  if (typeof options !== "object" || options === null || Array.isArray(options)) {
-    return { option: "options", reason: `must be an object, got ${describeValue(options)}` }
-  }
-  const key = Object.keys(options).find((name) => !known.includes(name))
-  return key === undefined ? undefined : {
-    option: key.slice(0, 100),
-    reason: `is unknown; expected ${known.map((name) => JSON.stringify(name)).join(" | ")}`
-  }
+  const invalid = AgentError.unknownOption("", options, known)
+  return invalid === undefined ? undefined : { option: invalid.option, reason: invalid.reason }
 }

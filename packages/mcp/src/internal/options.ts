@@ -5,7 +5,6 @@
  * core's check of `Agent.make`'s options.
  */
 import * as AgentError from "@stepwise-agent/core/AgentError"
-import { describeValue } from "@stepwise-agent/core/Secrets"
 
 /**
  * The keys of an options type, each listed once: the compiler checks the
@@ -13,29 +12,5 @@ import { describeValue } from "@stepwise-agent/core/Secrets"
  */
 export const keysOf = <T>(keys: { readonly [K in keyof Required<T>]: true }): ReadonlyArray<string> => Object.keys(keys)
 
-/**
- * The `InvalidOptions` of `options` given at `path` (none for the whole
- * options, `"transport"` for a nested one), if any: not an object, or its
- * first key that is not `known`. `undefined` stands for `{}`.
- */
-export const unknownKey = (
-  module: string,
-  options: unknown,
-  known: ReadonlyArray<string>,
-  path?: string
-): AgentError.InvalidOptions | undefined => {
-  if (options === undefined) return undefined
-  if (typeof options !== "object" || options === null || Array.isArray(options)) {
-    return new AgentError.InvalidOptions({
-      module,
-      option: path ?? "options",
-      reason: `must be an object, got ${describeValue(options)}`
-    })
-  }
-  const key = Object.keys(options).find((name) => !known.includes(name))
-  return key === undefined ? undefined : new AgentError.InvalidOptions({
-    module,
-    option: path === undefined ? key.slice(0, 100) : `${path}.${key.slice(0, 100)}`,
-    reason: `is unknown; expected ${known.map((name) => JSON.stringify(name)).join(" | ")}`
-  })
-}
+/** The `InvalidOptions` of `options` given at `path` (none for the whole options, `"transport"` for a nested one). */
+export const unknownKey = AgentError.unknownOption

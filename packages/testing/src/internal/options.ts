@@ -6,7 +6,12 @@
  * `Agent.make`'s options. Each caller reports it as its own error.
  */
 import * as AgentError from "@stepwise-agent/core/AgentError"
-import { describeValue } from "@stepwise-agent/core/Secrets"
+
+/**
+ * The keys of an options type, each listed once: the compiler checks the
+ * list against the type, so an option added to it is known here too.
+ */
+export const keysOf = <T>(keys: { readonly [K in keyof Required<T>]: true }): ReadonlyArray<string> => Object.keys(keys)
 
 /** What is wrong with an options object: the option (its path) and why. */
 export interface Problem {
@@ -15,38 +20,16 @@ export interface Problem {
 }
 
 /**
- * The keys of an options type, each listed once: the compiler checks the
- * list against the type, so an option added to it is known here too.
- */
-export const keysOf = <T>(keys: { readonly [K in keyof Required<T>]: true }): ReadonlyArray<string> => Object.keys(keys)
-
-/**
- * The problem of `options` given at `path` (`"options"` for a call's whole
- * options, `"cases[0]"` for a nested one), if any: not an object, or its
- * first key that is not `known`. `undefined` stands for `{}`.
+ * The problem of `options` given at `path` (see `AgentError.unknownOption`), if any, for an error of another
+ * kind than `InvalidOptions`.
  */
 export const problemOf = (options: unknown, known: ReadonlyArray<string>, path?: string): Problem | undefined => {
-  if (options === undefined) return undefined
-  if (typeof options !== "object" || options === null || Array.isArray(options)) {
-    return { option: path ?? "options", reason: `must be an object, got ${describeValue(options)}` }
-  }
-  const key = Object.keys(options).find((name) => !known.includes(name))
-  return key === undefined ? undefined : {
-    option: path === undefined ? key.slice(0, 100) : `${path}.${key.slice(0, 100)}`,
-    reason: `is unknown; expected ${known.map((name) => JSON.stringify(name)).join(" | ")}`
-  }
+  const invalid = AgentError.unknownOption("", options, known, path)
+  return invalid === undefined ? undefined : { option: invalid.option, reason: invalid.reason }
 }
 
-/** {@link problemOf} as the `InvalidOptions` of `module`. */
-export const unknownKey = (
-  module: string,
-  options: unknown,
-  known: ReadonlyArray<string>,
-  path?: string
-): AgentError.InvalidOptions | undefined => {
-  const problem = problemOf(options, known, path)
-  return problem === undefined ? undefined : new AgentError.InvalidOptions({ module, ...problem })
-}
+/** The `InvalidOptions` of `options` given at `path`, if any (`AgentError.unknownOption`). */
+export const unknownKey = AgentError.unknownOption
 
 /**
  * For a builder of a value (a reply, a turn): throws the `InvalidOptions` of
