@@ -35,7 +35,8 @@ describe("LangChain parity: hook order", () => {
       const log: Array<string> = []
       const tools = Middleware.make({
         name: "tools",
-        wrapToolCall: (request, next) => Effect.tap(next(request), () => Effect.sync(() => void log.push("tool_execution")))
+        wrapToolCall: (request, next) =>
+          Effect.tap(next(request), () => Effect.sync(() => void log.push("tool_execution")))
       })
       const withTools = yield* Agent.make({ toolkit: Tools, middleware: [logging("m", log), tools] })
       yield* withTools.run("Test", { threadId: "t" })
@@ -88,7 +89,11 @@ describe("LangChain parity: hook order", () => {
       const log: Array<string> = []
       const agent = yield* Agent.make({
         toolkit: Tools,
-        middleware: [HookRecorder.middleware("a", log), HookRecorder.middleware("b", log), HookRecorder.middleware("c", log)]
+        middleware: [
+          HookRecorder.middleware("a", log),
+          HookRecorder.middleware("b", log),
+          HookRecorder.middleware("c", log)
+        ]
       })
       yield* agent.run("Test", { threadId: "t" })
       assert.deepStrictEqual(log.filter((entry) => entry.includes("wrapModelCall")), [

@@ -3,7 +3,8 @@
  * (`libs/langchain/src/agents/middleware/tests/hitl.test.ts`), asserted through Stepwise's public API.
  * Each test is named after LangChain's case.
  */
-import { Prompt, Tool, Toolkit } from "@effect/ai"
+import type { Prompt } from "@effect/ai"
+import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Checkpointer } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
@@ -36,11 +37,9 @@ const write = (filename: string, content: string, id: string) => ({
   id
 })
 
-type Env = ScriptedModel.ScriptedModel | Checkpointer.Checkpointer | Toolkit.HandlersFrom<typeof Tools.tools>
-
-const run = (
+const run = <R>(
   script: ReadonlyArray<ScriptedModel.Turn>,
-  body: (runs: Ref.Ref<ReadonlyArray<string>>) => Effect.Effect<void, unknown, Env>
+  body: (runs: Ref.Ref<ReadonlyArray<string>>) => Effect.Effect<void, unknown, R>
 ) =>
   Effect.gen(function*() {
     const runs = yield* Ref.make<ReadonlyArray<string>>([])
@@ -84,18 +83,21 @@ describe("LangChain parity: humanInTheLoopMiddleware", () => {
       })))
 
   it.effect("should handle edit response type", () =>
-    run([ScriptedModel.toolCalls([write("greeting.txt", "Hello World", "call_1")]), ScriptedModel.text("done")], (runs) =>
-      Effect.gen(function*() {
-        const agent = yield* agentWith({ write_file: true })
-        const first = yield* agent.run("write", { threadId: "t" })
-        if (first._tag !== "Interrupted") return assert.fail("expected an interrupt")
-        const [action] = first.interrupt.value.actionRequests
-        const done = yield* agent.resume("t", [
-          HumanInTheLoop.edit(action!, { filename: "safe.txt", content: "Edited content" })
-        ])
-        assert.strictEqual(done._tag, "Completed")
-        assert.deepStrictEqual(yield* Ref.get(runs), ["write_file:safe.txt,Edited content"])
-      })))
+    run(
+      [ScriptedModel.toolCalls([write("greeting.txt", "Hello World", "call_1")]), ScriptedModel.text("done")],
+      (runs) =>
+        Effect.gen(function*() {
+          const agent = yield* agentWith({ write_file: true })
+          const first = yield* agent.run("write", { threadId: "t" })
+          if (first._tag !== "Interrupted") return assert.fail("expected an interrupt")
+          const [action] = first.interrupt.value.actionRequests
+          const done = yield* agent.resume("t", [
+            HumanInTheLoop.edit(action!, { filename: "safe.txt", content: "Edited content" })
+          ])
+          assert.strictEqual(done._tag, "Completed")
+          assert.deepStrictEqual(yield* Ref.get(runs), ["write_file:safe.txt,Edited content"])
+        })
+    ))
 
   it.effect("should return to model without executing approved tools when any tool is rejected", () =>
     run([
@@ -120,17 +122,22 @@ describe("LangChain parity: humanInTheLoopMiddleware", () => {
       })))
 
   it.effect("should generate default rejection message when message is not provided", () =>
-    run([ScriptedModel.toolCalls([write("a.txt", "A", "call_1")]), ScriptedModel.text("ok")], (runs) =>
-      Effect.gen(function*() {
-        const agent = yield* agentWith({ write_file: true })
-        const first = yield* agent.run("write", { threadId: "t" })
-        if (first._tag !== "Interrupted") return assert.fail("expected an interrupt")
-        const done = yield* agent.resume("t", [HumanInTheLoop.reject(first.interrupt.value.actionRequests[0]!)])
-        const [result] = toolResults(done.state.messages)
-        assert.isTrue(result!.isFailure)
-        assert.deepStrictEqual(result!.result, { error: "The user rejected this call of \"write_file\"; it did not run." })
-        assert.deepStrictEqual(yield* Ref.get(runs), [])
-      })))
+    run(
+      [ScriptedModel.toolCalls([write("a.txt", "A", "call_1")]), ScriptedModel.text("ok")],
+      (runs) =>
+        Effect.gen(function*() {
+          const agent = yield* agentWith({ write_file: true })
+          const first = yield* agent.run("write", { threadId: "t" })
+          if (first._tag !== "Interrupted") return assert.fail("expected an interrupt")
+          const done = yield* agent.resume("t", [HumanInTheLoop.reject(first.interrupt.value.actionRequests[0]!)])
+          const [result] = toolResults(done.state.messages)
+          assert.isTrue(result!.isFailure)
+          assert.deepStrictEqual(result!.result, {
+            error: "The user rejected this call of \"write_file\"; it did not run."
+          })
+          assert.deepStrictEqual(yield* Ref.get(runs), [])
+        })
+    ))
 
   it.effect("should allow to interrupt multiple tools at the same time", () =>
     run([
@@ -141,26 +148,32 @@ describe("LangChain parity: humanInTheLoopMiddleware", () => {
         const agent = yield* agentWith({ calculator: true, write_file: true })
         const first = yield* agent.run("both", { threadId: "t" })
         if (first._tag !== "Interrupted") return assert.fail("expected an interrupt")
-        assert.deepStrictEqual(first.interrupt.value.actionRequests.map((action) => action.callId), ["call_1", "call_2"])
+        assert.deepStrictEqual(first.interrupt.value.actionRequests.map((action) => action.callId), [
+          "call_1",
+          "call_2"
+        ])
         const done = yield* agent.resume("t", HumanInTheLoop.approveAll(first.interrupt.value))
         assert.strictEqual(done._tag, "Completed")
         assert.strictEqual((yield* Ref.get(runs)).length, 2)
       })))
 
   it.effect("should throw if not all tool calls have a response", () =>
-    run([ScriptedModel.toolCalls([calc(1, 2, "call_1"), write("a.txt", "A", "call_2")])], (runs) =>
-      Effect.gen(function*() {
-        const agent = yield* agentWith({ calculator: true, write_file: true })
-        const first = yield* agent.run("both", { threadId: "t" })
-        if (first._tag !== "Interrupted") return assert.fail("expected an interrupt")
-        const error = yield* Effect.flip(
-          agent.resume("t", [HumanInTheLoop.approve(first.interrupt.value.actionRequests[0]!)])
-        )
-        assert.strictEqual(error._tag, "DecisionError")
-        if (error._tag !== "DecisionError") return
-        assert.strictEqual(error.reason, "Missing")
-        assert.deepStrictEqual(yield* Ref.get(runs), [])
-      })))
+    run(
+      [ScriptedModel.toolCalls([calc(1, 2, "call_1"), write("a.txt", "A", "call_2")])],
+      (runs) =>
+        Effect.gen(function*() {
+          const agent = yield* agentWith({ calculator: true, write_file: true })
+          const first = yield* agent.run("both", { threadId: "t" })
+          if (first._tag !== "Interrupted") return assert.fail("expected an interrupt")
+          const error = yield* Effect.flip(
+            agent.resume("t", [HumanInTheLoop.approve(first.interrupt.value.actionRequests[0]!)])
+          )
+          assert.strictEqual(error._tag, "DecisionError")
+          if (error._tag !== "DecisionError") return
+          assert.strictEqual(error.reason, "Missing")
+          assert.deepStrictEqual(yield* Ref.get(runs), [])
+        })
+    ))
 
   it.effect("should not allow me to approve if I don't have approve in allowedDecisions", () =>
     run([ScriptedModel.toolCalls([write("greeting.txt", "Hello World", "call_2")])], (runs) =>
@@ -222,30 +235,36 @@ describe("LangChain parity: humanInTheLoopMiddleware", () => {
       })))
 
   it.effect("when predicate: auto-approves the tool call when `when` returns false", () =>
-    run([ScriptedModel.toolCalls([write("a.txt", "A", "call_1")]), ScriptedModel.text("done")], (runs) =>
-      Effect.gen(function*() {
-        const agent = yield* agentWith({
-          write_file: {
-            allowedDecisions: ["approve"],
-            when: (call) => String((call.params as { filename?: unknown }).filename ?? "").startsWith("danger")
-          }
+    run(
+      [ScriptedModel.toolCalls([write("a.txt", "A", "call_1")]), ScriptedModel.text("done")],
+      (runs) =>
+        Effect.gen(function*() {
+          const agent = yield* agentWith({
+            write_file: {
+              allowedDecisions: ["approve"],
+              when: (call) => String((call.params as { filename?: unknown }).filename ?? "").startsWith("danger")
+            }
+          })
+          const result = yield* agent.run("write", { threadId: "t" })
+          assert.strictEqual(result._tag, "Completed")
+          assert.deepStrictEqual(yield* Ref.get(runs), ["write_file:a.txt,A"])
         })
-        const result = yield* agent.run("write", { threadId: "t" })
-        assert.strictEqual(result._tag, "Completed")
-        assert.deepStrictEqual(yield* Ref.get(runs), ["write_file:a.txt,A"])
-      })))
+    ))
 
   it.effect("when predicate: interrupts for the tool call when `when` returns true", () =>
-    run([ScriptedModel.toolCalls([write("danger.txt", "A", "call_1")]), ScriptedModel.text("done")], (runs) =>
-      Effect.gen(function*() {
-        const agent = yield* agentWith({
-          write_file: {
-            allowedDecisions: ["approve"],
-            when: (call) => String((call.params as { filename?: unknown }).filename ?? "").startsWith("danger")
-          }
+    run(
+      [ScriptedModel.toolCalls([write("danger.txt", "A", "call_1")]), ScriptedModel.text("done")],
+      (runs) =>
+        Effect.gen(function*() {
+          const agent = yield* agentWith({
+            write_file: {
+              allowedDecisions: ["approve"],
+              when: (call) => String((call.params as { filename?: unknown }).filename ?? "").startsWith("danger")
+            }
+          })
+          const result = yield* agent.run("write", { threadId: "t" })
+          assert.strictEqual(result._tag, "Interrupted")
+          assert.deepStrictEqual(yield* Ref.get(runs), [])
         })
-        const result = yield* agent.run("write", { threadId: "t" })
-        assert.strictEqual(result._tag, "Interrupted")
-        assert.deepStrictEqual(yield* Ref.get(runs), [])
-      })))
+    ))
 })

@@ -3,7 +3,8 @@
  * (`libs/langchain/src/agents/middleware/tests/{modelCallLimit,toolCallLimit}.test.ts`), asserted through
  * Stepwise's public API. Each test is named after LangChain's case; the texts are ours (the guides list them).
  */
-import { Prompt, Tool, Toolkit } from "@effect/ai"
+import type { Prompt } from "@effect/ai"
+import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Checkpointer } from "@stepwise-agent/core"
 import { ModelCallLimit, ToolCallLimit } from "@stepwise-agent/middleware"
@@ -24,9 +25,9 @@ const toolsCounting = (runs: Ref.Ref<ReadonlyArray<string>>) =>
 const search = (query: string, id: string) => ({ name: "search", params: { query }, id })
 const calculator = (expression: string, id: string) => ({ name: "calculator", params: { expression }, id })
 
-const run = (
+const run = <R>(
   script: ReadonlyArray<ScriptedModel.Turn>,
-  body: (runs: Ref.Ref<ReadonlyArray<string>>) => Effect.Effect<void, unknown, ScriptedModel.ScriptedModel | Checkpointer.Checkpointer | Toolkit.HandlersFrom<typeof Tools.tools>>
+  body: (runs: Ref.Ref<ReadonlyArray<string>>) => Effect.Effect<void, unknown, R>
 ) =>
   Effect.gen(function*() {
     const runs = yield* Ref.make<ReadonlyArray<string>>([])
@@ -37,7 +38,8 @@ const run = (
 
 const lastText = (messages: ReadonlyArray<Prompt.Message>): string => {
   const last = messages.at(-1)
-  if (last === undefined || typeof last.content === "string") return last?.content ?? ""
+  if (last === undefined) return ""
+  if (typeof last.content === "string") return last.content
   return last.content.map((part) => (part.type === "text" ? part.text : "")).join("")
 }
 
@@ -49,7 +51,11 @@ const toolResults = (messages: ReadonlyArray<Prompt.Message>): Array<Prompt.Tool
   )
 
 describe("LangChain parity: modelCallLimitMiddleware", () => {
-  const threeCalls = ScriptedModel.toolCalls([search("a", "call_1"), calculator("1+1", "call_2"), search("b", "call_3")])
+  const threeCalls = ScriptedModel.toolCalls([
+    search("a", "call_1"),
+    calculator("1+1", "call_2"),
+    search("b", "call_3")
+  ])
   const script = [
     threeCalls,
     ScriptedModel.text("baz"),
@@ -198,18 +204,21 @@ describe("LangChain parity: toolCallLimitMiddleware", () => {
       })))
 
   it.effect("should throw ToolCallLimitExceededError when exitBehavior is error", () =>
-    run([ScriptedModel.toolCalls([search("a", "1")]), ScriptedModel.toolCalls([search("b", "2")])], (runs) =>
-      Effect.gen(function*() {
-        const limit = ToolCallLimit.middleware({ toolName: "search", runLimit: 1, exitBehavior: "error" })
-        const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
-        const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
-        assert.strictEqual(error._tag, "ToolCallLimitExceeded")
-        if (error._tag !== "ToolCallLimitExceeded") return
-        assert.strictEqual(error.toolName, "search")
-        assert.strictEqual(error.runLimit, 1)
-        assert.strictEqual(error.runCount, 2)
-        assert.strictEqual((yield* Ref.get(runs)).length, 1)
-      })))
+    run(
+      [ScriptedModel.toolCalls([search("a", "1")]), ScriptedModel.toolCalls([search("b", "2")])],
+      (runs) =>
+        Effect.gen(function*() {
+          const limit = ToolCallLimit.middleware({ toolName: "search", runLimit: 1, exitBehavior: "error" })
+          const agent = yield* Agent.make({ toolkit: Tools, middleware: [limit] })
+          const error = yield* Effect.flip(agent.run("go", { threadId: "t" }))
+          assert.strictEqual(error._tag, "ToolCallLimitExceeded")
+          if (error._tag !== "ToolCallLimitExceeded") return
+          assert.strictEqual(error.toolName, "search")
+          assert.strictEqual(error.runLimit, 1)
+          assert.strictEqual(error.runCount, 2)
+          assert.strictEqual((yield* Ref.get(runs)).length, 1)
+        })
+    ))
 
   it.effect("should throw an error if run limit exceeds thread limit", () =>
     Effect.gen(function*() {
@@ -217,5 +226,7 @@ describe("LangChain parity: toolCallLimitMiddleware", () => {
         Agent.make({ toolkit: Tools, middleware: [ToolCallLimit.middleware({ threadLimit: 1, runLimit: 2 })] })
       )
       assert.strictEqual(error._tag, "InvalidOptions")
-    }).pipe(Effect.provide(Layer.mergeAll(ScriptedModel.layer([]), toolsCounting(Ref.unsafeMake([]))))))
+    }).pipe(
+      Effect.provide(Layer.mergeAll(ScriptedModel.layer([]), toolsCounting(Ref.unsafeMake<ReadonlyArray<string>>([]))))
+    ))
 })

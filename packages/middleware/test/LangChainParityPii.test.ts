@@ -3,7 +3,8 @@
  * asserted through Stepwise's public API. Each test is named after LangChain's case; where the formats
  * differ on purpose (docs/middleware/pii.md, Compared with LangChain) the test asserts ours and says so.
  */
-import { Prompt, Tool, Toolkit } from "@effect/ai"
+import type { Prompt } from "@effect/ai"
+import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent } from "@stepwise-agent/core"
 import { Pii } from "@stepwise-agent/middleware"
@@ -32,7 +33,7 @@ const runWith = (options: Pii.Options, input: string) =>
     const messages = result.state.messages
     return {
       human: textOf(messages.find((message) => message.role === "user")),
-      ai: textOf(messages.findLast((message) => message.role === "assistant")),
+      ai: textOf([...messages].reverse().find((message) => message.role === "assistant")),
       tool: textOf(messages.find((message) => message.role === "tool")),
       sent: textOf((yield* ScriptedModel.requests)[0]?.prompt.content.find((message) => message.role === "user"))
     }
@@ -49,7 +50,10 @@ describe("LangChain parity: piiMiddleware", () => {
 
   it.effect("Redact Strategy: should redact multiple PII", () =>
     Effect.gen(function*() {
-      const { human } = yield* runWith({ types: ["email"], strategy: "redact" }, "Contact alice@test.com or bob@test.com")
+      const { human } = yield* runWith(
+        { types: ["email"], strategy: "redact" },
+        "Contact alice@test.com or bob@test.com"
+      )
       assert.strictEqual(human.match(/\[REDACTED_EMAIL\]/g)?.length, 2)
       assert.notInclude(human, "alice@test.com")
       assert.notInclude(human, "bob@test.com")
@@ -85,7 +89,10 @@ describe("LangChain parity: piiMiddleware", () => {
 
   it.effect("Hash Strategy: should produce deterministic hash", () =>
     Effect.gen(function*() {
-      const agent = yield* Agent.make({ toolkit: Tools, middleware: [Pii.middleware({ types: ["email"], strategy: "hash" })] })
+      const agent = yield* Agent.make({
+        toolkit: Tools,
+        middleware: [Pii.middleware({ types: ["email"], strategy: "hash" })]
+      })
       const first = yield* agent.run("Email: test@example.com", { threadId: "one" })
       const second = yield* agent.run("Email: test@example.com", { threadId: "two" })
       assert.strictEqual(textOf(first.state.messages[0]), textOf(second.state.messages[0]))
@@ -93,7 +100,10 @@ describe("LangChain parity: piiMiddleware", () => {
 
   it.effect("Block Strategy: should raise exception when PII detected", () =>
     Effect.gen(function*() {
-      const agent = yield* Agent.make({ toolkit: Tools, middleware: [Pii.middleware({ types: ["email"], strategy: "block" })] })
+      const agent = yield* Agent.make({
+        toolkit: Tools,
+        middleware: [Pii.middleware({ types: ["email"], strategy: "block" })]
+      })
       const error = yield* Effect.flip(agent.run("Email: test@example.com", { threadId: "t" }))
       assert.strictEqual(error._tag, "PiiDetected")
       if (error._tag !== "PiiDetected") return
@@ -104,7 +114,10 @@ describe("LangChain parity: piiMiddleware", () => {
 
   it.effect("Block Strategy: should raise exception with multiple matches", () =>
     Effect.gen(function*() {
-      const agent = yield* Agent.make({ toolkit: Tools, middleware: [Pii.middleware({ types: ["email"], strategy: "block" })] })
+      const agent = yield* Agent.make({
+        toolkit: Tools,
+        middleware: [Pii.middleware({ types: ["email"], strategy: "block" })]
+      })
       const error = yield* Effect.flip(agent.run("Emails: a@example.com and b@example.com", { threadId: "t" }))
       assert.strictEqual(error._tag, "PiiDetected")
       if (error._tag !== "PiiDetected") return
@@ -160,27 +173,44 @@ describe("LangChain parity: piiMiddleware", () => {
       // and the model never read it
       const second = (yield* ScriptedModel.requests)[1]!
       assert.notInclude(JSON.stringify(second.prompt.content), "john@example.com")
-    }).pipe(provide([ScriptedModel.toolCalls([{ name: "search", params: {}, id: "call_123" }]), ScriptedModel.text("Response")])))
+    }).pipe(
+      provide([
+        ScriptedModel.toolCalls([{ name: "search", params: {}, id: "call_123" }]),
+        ScriptedModel.text("Response")
+      ])
+    ))
 
   it.effect("should apply mask strategy to tool results", () =>
     Effect.gen(function*() {
       const { tool } = yield* runWith({ types: ["ip"], strategy: "mask", applyToToolResults: true }, "Search")
       assert.include(tool, "*.*.*.100")
       assert.notInclude(tool, "192.168.1.100")
-    }).pipe(provide([ScriptedModel.toolCalls([{ name: "search", params: {}, id: "call_123" }]), ScriptedModel.text("Response")])))
+    }).pipe(
+      provide([
+        ScriptedModel.toolCalls([{ name: "search", params: {}, id: "call_123" }]),
+        ScriptedModel.text("Response")
+      ])
+    ))
 
   it.effect("should block PII in tool results when strategy is block", () =>
     Effect.gen(function*() {
       const agent = yield* Agent.make({
         toolkit: Tools,
-        middleware: [Pii.middleware({ types: ["email"], strategy: "block", applyToInput: false, applyToToolResults: true })]
+        middleware: [
+          Pii.middleware({ types: ["email"], strategy: "block", applyToInput: false, applyToToolResults: true })
+        ]
       })
       const error = yield* Effect.flip(agent.run("Search", { threadId: "t" }))
       assert.strictEqual(error._tag, "PiiDetected")
       if (error._tag !== "PiiDetected") return
       assert.strictEqual(error.location, "tool_result")
       assert.strictEqual((yield* ScriptedModel.requests).length, 1)
-    }).pipe(provide([ScriptedModel.toolCalls([{ name: "search", params: {}, id: "call_123" }]), ScriptedModel.text("Response")])))
+    }).pipe(
+      provide([
+        ScriptedModel.toolCalls([{ name: "search", params: {}, id: "call_123" }]),
+        ScriptedModel.text("Response")
+      ])
+    ))
 
   it.effect("Custom Detector: should work with custom regex detector", () =>
     Effect.gen(function*() {

@@ -4,7 +4,8 @@
  * asserted through Stepwise's public API. Each test is named after LangChain's case. Delays are 1 ms
  * (`it.live`), so nothing waits on a test clock.
  */
-import { Prompt, Tool, Toolkit } from "@effect/ai"
+import type { Prompt } from "@effect/ai"
+import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent } from "@stepwise-agent/core"
 import { ModelFallback, ModelRetry, ToolRetry } from "@stepwise-agent/middleware"
@@ -42,10 +43,10 @@ const toolResults = (messages: ReadonlyArray<Prompt.Message>): Array<Prompt.Tool
       : []
   )
 
-const withTools = (
+const withTools = <R>(
   failures: number,
   script: ReadonlyArray<ScriptedModel.Turn>,
-  body: (attempts: Ref.Ref<ReadonlyArray<string>>) => Effect.Effect<void, unknown, ScriptedModel.ScriptedModel | Toolkit.HandlersFrom<typeof Tools.tools>>
+  body: (attempts: Ref.Ref<ReadonlyArray<string>>) => Effect.Effect<void, unknown, R>
 ) =>
   Effect.gen(function*() {
     const attempts = yield* Ref.make<ReadonlyArray<string>>([])
@@ -59,7 +60,10 @@ describe("LangChain parity: toolRetryMiddleware", () => {
   it.live("should not retry working tool (no retry needed)", () =>
     withTools(0, [callOf("working_tool"), ScriptedModel.text("done")], (attempts) =>
       Effect.gen(function*() {
-        const agent = yield* Agent.make({ toolkit: Tools, middleware: [ToolRetry.middleware({ maxRetries: 2, ...fast })] })
+        const agent = yield* Agent.make({
+          toolkit: Tools,
+          middleware: [ToolRetry.middleware({ maxRetries: 2, ...fast })]
+        })
         const result = yield* agent.run("go", { threadId: "t" })
         assert.strictEqual(count(yield* Ref.get(attempts), "working_tool"), 1)
         assert.deepStrictEqual(toolResults(result.state.messages).map((part) => part.isFailure), [false])
@@ -68,7 +72,10 @@ describe("LangChain parity: toolRetryMiddleware", () => {
   it.live("should retry failing tool and return error message", () =>
     withTools(10, [callOf("failing_tool"), ScriptedModel.text("done")], (attempts) =>
       Effect.gen(function*() {
-        const agent = yield* Agent.make({ toolkit: Tools, middleware: [ToolRetry.middleware({ maxRetries: 2, ...fast })] })
+        const agent = yield* Agent.make({
+          toolkit: Tools,
+          middleware: [ToolRetry.middleware({ maxRetries: 2, ...fast })]
+        })
         const result = yield* agent.run("go", { threadId: "t" })
         assert.strictEqual(result._tag, "Completed")
         assert.strictEqual(count(yield* Ref.get(attempts), "failing_tool"), 3)
@@ -77,21 +84,28 @@ describe("LangChain parity: toolRetryMiddleware", () => {
       })))
 
   it.live("should retry failing tool and re-raise on failure", () =>
-    withTools(10, [ScriptedModel.toolCalls([{ name: "failing_tool", params: { value: "test" }, id: "1" }])], (attempts) =>
-      Effect.gen(function*() {
-        const agent = yield* Agent.make({
-          toolkit: Tools,
-          middleware: [ToolRetry.middleware({ maxRetries: 2, onFailure: "error", ...fast })]
+    withTools(
+      10,
+      [ScriptedModel.toolCalls([{ name: "failing_tool", params: { value: "test" }, id: "1" }])],
+      (attempts) =>
+        Effect.gen(function*() {
+          const agent = yield* Agent.make({
+            toolkit: Tools,
+            middleware: [ToolRetry.middleware({ maxRetries: 2, onFailure: "error", ...fast })]
+          })
+          const exit = yield* Effect.exit(agent.run("go", { threadId: "t" }))
+          assert.isTrue(exit._tag === "Failure")
+          assert.strictEqual(count(yield* Ref.get(attempts), "failing_tool"), 3)
         })
-        const exit = yield* Effect.exit(agent.run("go", { threadId: "t" }))
-        assert.isTrue(exit._tag === "Failure")
-        assert.strictEqual(count(yield* Ref.get(attempts), "failing_tool"), 3)
-      })))
+    ))
 
   it.live("should succeed after temporary failures", () =>
     withTools(2, [callOf("failing_tool"), ScriptedModel.text("done")], (attempts) =>
       Effect.gen(function*() {
-        const agent = yield* Agent.make({ toolkit: Tools, middleware: [ToolRetry.middleware({ maxRetries: 3, ...fast })] })
+        const agent = yield* Agent.make({
+          toolkit: Tools,
+          middleware: [ToolRetry.middleware({ maxRetries: 3, ...fast })]
+        })
         const result = yield* agent.run("go", { threadId: "t" })
         assert.strictEqual(count(yield* Ref.get(attempts), "failing_tool"), 3)
         const [ok] = toolResults(result.state.messages)
@@ -113,7 +127,10 @@ describe("LangChain parity: toolRetryMiddleware", () => {
   it.live("Zero retries: should not retry when maxRetries is 0", () =>
     withTools(10, [callOf("failing_tool"), ScriptedModel.text("done")], (attempts) =>
       Effect.gen(function*() {
-        const agent = yield* Agent.make({ toolkit: Tools, middleware: [ToolRetry.middleware({ maxRetries: 0, ...fast })] })
+        const agent = yield* Agent.make({
+          toolkit: Tools,
+          middleware: [ToolRetry.middleware({ maxRetries: 0, ...fast })]
+        })
         yield* agent.run("go", { threadId: "t" })
         assert.strictEqual(count(yield* Ref.get(attempts), "failing_tool"), 1)
       })))
@@ -124,7 +141,9 @@ describe("LangChain parity: toolRetryMiddleware", () => {
         Agent.make({ toolkit: Tools, middleware: [ToolRetry.middleware({ maxRetries: -1 })] })
       )
       assert.strictEqual(error._tag, "InvalidOptions")
-    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([]), toolsLive(0, Ref.unsafeMake([]))))))
+    }).pipe(
+      Effect.provide(Layer.merge(ScriptedModel.layer([]), toolsLive(0, Ref.unsafeMake<ReadonlyArray<string>>([]))))
+    ))
 })
 
 describe("LangChain parity: modelRetryMiddleware", () => {

@@ -3,7 +3,8 @@
  * (`libs/langchain/src/agents/tests/responses.test.ts`), asserted through Stepwise's public API.
  * Stepwise always uses the tool strategy: one `final_answer` tool (docs/getting-started.md#structured-output).
  */
-import { Prompt, Tool, Toolkit } from "@effect/ai"
+import type { Prompt } from "@effect/ai"
+import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
@@ -13,9 +14,9 @@ const Something = Tool.make("something", { parameters: { result: Schema.Number }
 const Tools = Toolkit.make(Something)
 const Foo = Schema.Struct({ foo: Schema.String })
 
-const run = (
+const run = <R>(
   script: ReadonlyArray<ScriptedModel.Turn>,
-  body: (ran: Ref.Ref<number>) => Effect.Effect<void, unknown, ScriptedModel.ScriptedModel | Toolkit.HandlersFrom<typeof Tools.tools>>
+  body: (ran: Ref.Ref<number>) => Effect.Effect<void, unknown, R>
 ) =>
   Effect.gen(function*() {
     const ran = yield* Ref.make(0)
@@ -71,7 +72,10 @@ describe("LangChain parity: structured output (tool strategy)", () => {
 
   it.effect("single structured output tool call: should return a structured response if it matches the schema", () =>
     run([
-      ScriptedModel.toolCalls([{ name: "something", params: { result: 123 }, id: "call_1" }, finalAnswer({ foo: "bar" }, "call_2")]),
+      ScriptedModel.toolCalls([
+        { name: "something", params: { result: 123 }, id: "call_1" },
+        finalAnswer({ foo: "bar" }, "call_2")
+      ]),
       ScriptedModel.toolCalls([finalAnswer({ foo: "bar" }, "call_3")])
     ], (ran) =>
       Effect.gen(function*() {
