@@ -273,3 +273,98 @@ describe("LangChain parity: state", () => {
       assert.strictEqual(request!.prompt.content.length, 2)
     }).pipe(provide([ScriptedModel.text("done")])))
 })
+
+describe("LangChain parity: wrapModelCall", () => {
+  const ToolA = Tool.make("toolA", { parameters: { input: Schema.String }, success: Schema.String })
+  const ToolB = Tool.make("toolB", { parameters: { input: Schema.String }, success: Schema.String })
+  const AB = Toolkit.make(ToolA, ToolB)
+  const ran: Array<string> = []
+  const ABLive = AB.toLayer({
+    toolA: ({ input }) => Effect.sync(() => (ran.push("toolA"), `Tool A executed: ${input}`)),
+    toolB: ({ input }) => Effect.sync(() => (ran.push("toolB"), `Tool B executed: ${input}`))
+  })
+  const script = [
+    ScriptedModel.toolCalls([{ name: "toolA", params: { input: "test data" }, id: "call_1" }]),
+    ScriptedModel.text("Done")
+  ]
+  const provideAB = Effect.provide(Layer.merge(ScriptedModel.layer(script), ABLive))
+  const toB = (part: Prompt.ToolCallPart, params: unknown = part.params) =>
+    Prompt.makePart("tool-call", { id: part.id, name: "toolB", params, providerExecuted: false })
+  /** A `wrapModelCall` that rewrites the reply's calls of toolA with `rewrite`. */
+  const redirect = (
+    rewrite: (response: Middleware.ModelResponse) => Middleware.ModelResponse
+  ) =>
+    Middleware.make({
+      name: "ToolRedirectMiddleware",
+      wrapModelCall: (request, next) =>
+        Effect.map(next(request), (response) => response.toolCalls.length > 0 ? rewrite(response) : response)
+    })
+
+  it.effect("should allow middleware to modify tool calls in response", () =>
+    Effect.gen(function*() {
+      ran.length = 0
+      const middleware = redirect((response) => {
+        const [call] = response.toolCalls
+        return Middleware.modelResponse("", { toolCalls: [toB(call!)] })
+      })
+      const agent = yield* Agent.make({ toolkit: AB, middleware: [middleware] })
+      const result = yield* agent.run("Call a tool", { threadId: "t" })
+      assert.deepStrictEqual(ran, ["toolB"])
+      const results = result.state.messages.flatMap((message) =>
+        message.role === "tool" ? message.content.filter((part) => part.type === "tool-result") : []
+      )
+      assert.deepStrictEqual(results.map((part) => [part.name, part.result]), [["toolB", "Tool B executed: test data"]])
+    }).pipe(provideAB))
+
+  // LangChain's reply is one list of tool calls; a ModelResponse has two views of them, its message's
+  // tool-call parts (what the agent runs and stores) and `toolCalls`. A hook that changes one and not the
+  // other fails the run, naming the hook, instead of seeing its change silently ignored.
+  const disagreeing: ReadonlyArray<readonly [string, (response: Middleware.ModelResponse) => Middleware.ModelResponse]> = [
+    ["only toolCalls renamed", (response) => ({ ...response, toolCalls: response.toolCalls.map((call) => toB(call)) })],
+    ["only the message renamed", (response) => ({
+      ...response,
+      message: Prompt.makeMessage("assistant", {
+        content: response.message.content.map((part) => part.type === "tool-call" ? toB(part) : part)
+      })
+    })],
+    ["only toolCalls' arguments changed", (response) => ({
+      ...response,
+      toolCalls: response.toolCalls.map((call) =>
+        Prompt.makePart("tool-call", { id: call.id, name: call.name, params: { input: "other" }, providerExecuted: false })
+      )
+    })],
+    ["toolCalls emptied", (response) => ({ ...response, toolCalls: [] })]
+  ]
+  for (const [label, rewrite] of disagreeing) {
+    it.effect(`a wrapModelCall response whose toolCalls disagree with its message fails with InvalidHookResult (${label})`, () =>
+      Effect.gen(function*() {
+        ran.length = 0
+        const agent = yield* Agent.make({ toolkit: AB, middleware: [redirect(rewrite)] })
+        const error = yield* Effect.flip(agent.run("Call a tool", { threadId: "t" }))
+        assert.strictEqual(error._tag, "InvalidHookResult")
+        if (error._tag !== "InvalidHookResult") return
+        assert.strictEqual(error.middleware, "ToolRedirectMiddleware")
+        assert.strictEqual(error.hook, "wrapModelCall")
+        assert.include(error.reason, "not the tool calls of its message")
+        assert.deepStrictEqual(ran, [])
+      }).pipe(provideAB))
+  }
+
+  it.effect("a wrapModelCall response rebuilt with equal tool calls (new objects, keys in another order) passes", () =>
+    Effect.gen(function*() {
+      ran.length = 0
+      const copy = (part: Prompt.ToolCallPart) =>
+        Prompt.makePart("tool-call", {
+          id: part.id,
+          name: part.name,
+          params: Object.fromEntries(Object.entries(part.params as object).reverse()),
+          providerExecuted: false
+        })
+      const middleware = redirect((response) => ({ ...response, toolCalls: response.toolCalls.map(copy) }))
+      const agent = yield* Agent.make({ toolkit: AB, middleware: [middleware] })
+      const result = yield* agent.run("Call a tool", { threadId: "t" })
+      assert.strictEqual(result._tag, "Completed")
+      assert.deepStrictEqual(ran, ["toolA"])
+    }).pipe(provideAB))
+})
+
