@@ -319,7 +319,9 @@ describe("LangChain parity: wrapModelCall", () => {
   // LangChain's reply is one list of tool calls; a ModelResponse has two views of them, its message's
   // tool-call parts (what the agent runs and stores) and `toolCalls`. A hook that changes one and not the
   // other fails the run, naming the hook, instead of seeing its change silently ignored.
-  const disagreeing: ReadonlyArray<readonly [string, (response: Middleware.ModelResponse) => Middleware.ModelResponse]> = [
+  const disagreeing: ReadonlyArray<
+    readonly [string, (response: Middleware.ModelResponse) => Middleware.ModelResponse]
+  > = [
     ["only toolCalls renamed", (response) => ({ ...response, toolCalls: response.toolCalls.map((call) => toB(call)) })],
     ["only the message renamed", (response) => ({
       ...response,
@@ -330,7 +332,12 @@ describe("LangChain parity: wrapModelCall", () => {
     ["only toolCalls' arguments changed", (response) => ({
       ...response,
       toolCalls: response.toolCalls.map((call) =>
-        Prompt.makePart("tool-call", { id: call.id, name: call.name, params: { input: "other" }, providerExecuted: false })
+        Prompt.makePart("tool-call", {
+          id: call.id,
+          name: call.name,
+          params: { input: "other" },
+          providerExecuted: false
+        })
       )
     })],
     ["toolCalls emptied", (response) => ({ ...response, toolCalls: [] })]
@@ -367,4 +374,3 @@ describe("LangChain parity: wrapModelCall", () => {
       assert.deepStrictEqual(ran, ["toolA"])
     }).pipe(provideAB))
 })
-

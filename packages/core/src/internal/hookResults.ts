@@ -111,7 +111,10 @@ const sameValue = (a: unknown, b: unknown, depth: number): boolean => {
  * one and not the other (LangChain's `response.tool_calls` is one list) would
  * see its change ignored, or logged and traced as what did not run.
  */
-const toolCallsDisagreement = (toolCalls: ReadonlyArray<unknown>, content: ReadonlyArray<unknown>): string | undefined => {
+const toolCallsDisagreement = (
+  toolCalls: ReadonlyArray<unknown>,
+  content: ReadonlyArray<unknown>
+): string | undefined => {
   const listed = callsOf(toolCalls)
   const sent = callsOf(content)
   const describe = (calls: ReadonlyArray<Record<string, unknown>>) =>
