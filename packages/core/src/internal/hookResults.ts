@@ -1,6 +1,7 @@
 import * as Effect from "effect/Effect"
 import { InvalidHookResult } from "../AgentError.js"
 import type * as Middleware from "../Middleware.js"
+import * as JsonDepth from "./jsonDepth.js"
 import * as ToolResult from "./toolResult.js"
 
 /**
@@ -86,6 +87,47 @@ export const inputProblem = (messages: unknown): string | undefined => {
   return undefined
 }
 
+/** The calls of a list of parts the agent runs: tool calls the provider did not execute. */
+const callsOf = (parts: ReadonlyArray<unknown>): Array<Record<string, unknown>> =>
+  parts.filter((part): part is Record<string, unknown> =>
+    isObject(part) && part.type === "tool-call" && part.providerExecuted !== true
+  )
+
+/** Whether two JSON-like values are equal, key order aside (a value nested past `depth` levels is not). */
+const sameValue = (a: unknown, b: unknown, depth: number): boolean => {
+  if (a === b) return true
+  if (depth === 0 || typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false
+  if (Array.isArray(a) !== Array.isArray(b)) return false
+  const left = a as Record<string, unknown>
+  const right = b as Record<string, unknown>
+  const keys = Object.keys(left)
+  return keys.length === Object.keys(right).length &&
+    keys.every((key) => Object.hasOwn(right, key) && sameValue(left[key], right[key], depth - 1))
+}
+
+/**
+ * How a response's `toolCalls` differ from the tool calls of its message, or
+ * `undefined`. The agent runs the message's calls, so a hook that changed
+ * one and not the other (LangChain's `response.tool_calls` is one list) would
+ * see its change ignored, or logged and traced as what did not run.
+ */
+const toolCallsDisagreement = (
+  toolCalls: ReadonlyArray<unknown>,
+  content: ReadonlyArray<unknown>
+): string | undefined => {
+  const listed = callsOf(toolCalls)
+  const sent = callsOf(content)
+  const describe = (calls: ReadonlyArray<Record<string, unknown>>) =>
+    calls.length === 0 ? "none" : calls.map((call) => `${String(call.name)} (${String(call.id)})`).join(", ")
+  const same = listed.length === sent.length && listed.every((call, i) => {
+    const other = sent[i]!
+    return call === other ||
+      (call.id === other.id && call.name === other.name && sameValue(call.params, other.params, JsonDepth.maxDepth + 1))
+  })
+  return same ? undefined : `its toolCalls (${describe(listed)}) are not the tool calls of its message ` +
+    `(${describe(sent)}): the agent runs the message's, so change both (Middleware.modelResponse builds them together)`
+}
+
 /** What is wrong with a `wrapModelCall` result, or `undefined`. */
 export const modelResponseProblem = (response: unknown): string | undefined => {
   if (!isObject(response) || Effect.isEffect(response)) {
@@ -96,6 +138,8 @@ export const modelResponseProblem = (response: unknown): string | undefined => {
     return `its message is ${describeValue(message)}, not an assistant message`
   }
   if (!Array.isArray(response.toolCalls)) return `its toolCalls are ${describeValue(response.toolCalls)}, not an array`
+  const disagreement = toolCallsDisagreement(response.toolCalls, message.content)
+  if (disagreement !== undefined) return disagreement
   if (!isObject(response.usage)) return `its usage is ${describeValue(response.usage)}, not a Response.Usage`
   if (typeof response.finishReason !== "string") {
     return `its finishReason is ${describeValue(response.finishReason)}, not a string`
