@@ -34,11 +34,9 @@ const toolResults = (messages: ReadonlyArray<Prompt.Message>): Array<Prompt.Tool
 const finalAnswer = (params: unknown, id: string) => ({ name: "final_answer", params, id })
 
 describe("LangChain parity: structured output (tool strategy)", () => {
-  // A known gap, marked as failing until it is fixed: two `final_answer` calls in one reply are both
-  // answered as valid and the last one becomes the output. LangChain answers each with an error
-  // ("The model has called multiple tools…") and asks the model again. The fix belongs in
-  // packages/core/src/internal/toolStep.ts (`ended`) and repairs.ts (`invalidCallOf`).
-  it.effect.fails("should retry by default when multiple structured outputs are called", () =>
+  // two `final_answer` calls in one reply: each is answered with an error and the model asked again (before,
+  // both were answered as valid and the last one became the output)
+  it.effect("should retry by default when multiple structured outputs are called", () =>
     run([
       ScriptedModel.toolCalls([finalAnswer({ foo: "foo" }, "call_1"), finalAnswer({ foo: "other" }, "call_2")]),
       ScriptedModel.toolCalls([finalAnswer({ foo: "valid structured value" }, "call_3")])

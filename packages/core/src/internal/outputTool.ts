@@ -19,6 +19,8 @@ export interface OutputTool {
   readonly name: string
   /** The tool's result for a call: accepted, or a failure naming what did not decode. */
   readonly answer: (call: Prompt.ToolCallPart) => Prompt.ToolResultPart
+  /** The failed result of each of `count` calls of the tool in one reply: the model is to call it once. */
+  readonly once: (call: Prompt.ToolCallPart, count: number) => Prompt.ToolResultPart
   /** The structured output a call gives the run once it has its result (none if refused). */
   readonly value: (call: Prompt.ToolCallPart, result: Prompt.ToolResultPart) => Option.Option<unknown>
   /** An output encoded by the response format (what JSON keeps), for a store. */
@@ -52,6 +54,10 @@ export const make = (schema: Schema.Schema<any, any>, name: string): OutputTool 
           error: `Invalid structured output: ${value.left}`
         }, true)
     },
+    once: (call, count) =>
+      result(call, {
+        error: `${name} was called ${count} times in one reply; call it once, with the whole answer`
+      }, true),
     // taken from the call once it has its result, so a replayed (journaled) call gives it too
     value: (call, answered) => {
       if (call.name !== name || answered.isFailure) return Option.none()

@@ -23,9 +23,11 @@ export interface InvalidCall {
  */
 export const invalidCallOf = (config: Compiled) => (reply: RunJournal.ModelCall): InvalidCall | undefined => {
   const { output, outputToolName, toolsByName } = config
+  let outputCalls = 0
   for (const part of reply.message.content) {
     if (part.type !== "tool-call" || part.providerExecuted) continue
     if (part.name === outputToolName) {
+      if (++outputCalls > 1) return { call: part, problem: "the structured output tool was called more than once" }
       const answer = output!.answer(part)
       if (answer.isFailure) return { call: part, problem: "the structured output does not match its schema" }
       continue

@@ -203,7 +203,13 @@ export const make = (config: Compiled, save: Save) => {
       step: state.step - 1,
       offeredTools: state.offered
     })
+    // several calls of the output tool in one reply: each is answered as refused, and the model asked again
+    let outputCalls = 0
+    if (outputToolName !== undefined) { for (const call of calls) if (call.name === outputToolName) outputCalls++ }
     const one = (call: Prompt.ToolCallPart, index: number) => {
+      if (outputCalls > 1 && call.name === outputToolName) {
+        return Observer.toolCall(run, call, Effect.succeed(output!.once(call, outputCalls)))
+      }
       /**
        * `chain` traced as the call, a timeout answered with a failed result; a call that cannot time out (no
        * hook around it, a tool without a timeout: nothing else fails with `ToolTimeout`) has no catch.
