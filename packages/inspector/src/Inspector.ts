@@ -327,7 +327,7 @@ export const make: (
         reason: `the options must be an object, got ${Secrets.describeValue(options)}`
       })
     }
-    const unknown = unknownKey(options, optionKeys)
+    const unknown = unknownKey("Inspector", options, optionKeys)
     if (unknown !== undefined) {
       return yield* new InspectorError({ reason: `the option ${JSON.stringify(unknown.option)} ${unknown.reason}` })
     }

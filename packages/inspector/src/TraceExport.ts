@@ -19,7 +19,7 @@ import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
 import * as OtlpTracer from "@effect/opentelemetry/OtlpTracer"
 import type * as Headers from "@effect/platform/Headers"
 import type * as HttpClient from "@effect/platform/HttpClient"
-import * as AgentError from "@stepwise-agent/core/AgentError"
+import type * as AgentError from "@stepwise-agent/core/AgentError"
 import * as Secrets from "@stepwise-agent/core/Secrets"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -84,8 +84,8 @@ export const layer = (
   options?: Options | undefined
 ): Layer.Layer<never, AgentError.InvalidOptions, HttpClient.HttpClient> =>
   Layer.unwrapScoped(Effect.gen(function*() {
-    const unknown = unknownKey(options, optionKeys)
-    if (unknown !== undefined) return yield* new AgentError.InvalidOptions({ module: "TraceExport", ...unknown })
+    const unknown = unknownKey("TraceExport", options, optionKeys)
+    if (unknown !== undefined) return yield* unknown
     const tracer = yield* OtlpTracer.make({
       url: options?.url ?? defaultUrl,
       resource: {

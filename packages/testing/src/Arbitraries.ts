@@ -14,7 +14,7 @@
  */
 import * as Prompt from "@effect/ai/Prompt"
 import * as FastCheck from "effect/FastCheck"
-import { keysOf, problemOf } from "./internal/options.js"
+import { keysOf, unknownKey } from "./internal/options.js"
 
 /**
  * The tool names used when none are given.
@@ -197,7 +197,7 @@ const checkRange = (label: string, min: number, max: number, floor: number) => {
 export const conversation = (
   options?: ConversationOptions
 ): FastCheck.Arbitrary<ReadonlyArray<Prompt.Message>> => {
-  const unknown = problemOf(options, conversationKeys)
+  const unknown = unknownKey("Arbitraries", options, conversationKeys)
   if (unknown !== undefined) throw new Error(`Arbitraries.conversation: ${unknown.option} ${unknown.reason}`)
   const minTurns = options?.minTurns ?? 1
   const maxTurns = options?.maxTurns ?? 5

@@ -38,7 +38,7 @@ import * as Option from "effect/Option"
 import * as Random from "effect/Random"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import { keysOf, problemOf } from "./internal/options.js"
+import { keysOf, unknownKey } from "./internal/options.js"
 import * as ScriptedModel from "./ScriptedModel.js"
 
 // -----------------------------------------------------------------------------
@@ -390,7 +390,7 @@ export interface Options<E, R, RM> {
 export const make = <E, R, RM = never>(
   options: Options<E, R, RM>
 ): Suite<Exclude<R, LanguageModel.LanguageModel | ScriptedModel.ScriptedModel> | RM> => {
-  const unknown = problemOf(options, optionKeys)
+  const unknown = unknownKey("Eval", options, optionKeys)
   return {
     ...suiteOf(options),
     ...(unknown === undefined ? {} : { invalid: { field: unknown.option, reason: unknown.reason } })
@@ -399,7 +399,7 @@ export const make = <E, R, RM = never>(
 
 /** An assertion's options with a key it does not know, as its `invalid` reason. */
 const unknownOption = (options: unknown, known: ReadonlyArray<string>): string | undefined => {
-  const problem = problemOf(options, known)
+  const problem = unknownKey("Eval", options, known)
   return problem === undefined ? undefined : `${problem.option} ${problem.reason}`
 }
 
@@ -1347,7 +1347,9 @@ const validate = <R>(
     for (const [index, testCase] of suite.cases.entries()) {
       const at = `cases[${index}]`
       // (a case that is not an object is named by its missing name, below)
-      const unknown = typeof testCase === "object" && testCase !== null ? problemOf(testCase, caseKeys, at) : undefined
+      const unknown = typeof testCase === "object" && testCase !== null
+        ? unknownKey("Eval", testCase, caseKeys, at)
+        : undefined
       if (unknown !== undefined) return yield* invalid(unknown.option, unknown.reason)
       if (typeof testCase?.name !== "string" || testCase.name.length === 0) {
         return yield* invalid(`${at}.name`, "must be a non-empty string")
@@ -1475,7 +1477,7 @@ export const run = <R>(
   options?: { readonly cases?: ReadonlyArray<string> | undefined } | undefined
 ): Effect.Effect<Report, InvalidEval, R> =>
   Effect.gen(function*() {
-    const unknown = problemOf(options, ["cases"], "run")
+    const unknown = unknownKey("Eval", options, ["cases"], "run")
     if (unknown !== undefined) return yield* new InvalidEval({ field: unknown.option, reason: unknown.reason })
     const cases = yield* validate(suite, options?.cases)
     // in the thread ids: a second run of the eval on a lasting checkpointer starts fresh threads

@@ -12,7 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as vitest from "vitest"
 import * as Eval from "./Eval.js"
-import { problemOf } from "./internal/options.js"
+import { unknownKey } from "./internal/options.js"
 
 /**
  * Options of {@link describe} and {@link it}.
@@ -32,7 +32,7 @@ export interface Options {
 
 /** The test function of `options`; options with a key it does not know throw `Eval.InvalidEval` naming it. */
 const register = (method: string, options: Options | undefined) => {
-  const unknown = problemOf(options, ["timeout", "fails"], method)
+  const unknown = unknownKey("vitest", options, ["timeout", "fails"], method)
   if (unknown !== undefined) throw new Eval.InvalidEval({ field: unknown.option, reason: unknown.reason })
   return options?.fails === true ? vitest.it.fails : vitest.it
 }

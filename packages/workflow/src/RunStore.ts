@@ -23,7 +23,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import { problemOf, sentence, unknownKey } from "./internal/options.js"
+import { sentence, unknownKey } from "./internal/options.js"
 
 // -----------------------------------------------------------------------------
 // models
@@ -334,7 +334,7 @@ const createdAtOf = (run: NewRun) =>
 
 /** `list`'s options: an object of known keys, if given (as both stores check them). */
 const listOptions = (options: unknown): Effect.Effect<void, RunStoreError> => {
-  const problem = problemOf(options, ["threadId", "limit"], "list")
+  const problem = unknownKey("RunStore", options, ["threadId", "limit"], "list")
   return problem === undefined
     ? Effect.void
     : Effect.fail(new RunStoreError({ operation: "list", reason: `the option ${sentence(problem)}` }))

@@ -6,20 +6,11 @@
  */
 import * as AgentError from "@stepwise-agent/core/AgentError"
 
-/** What is wrong with an options object: the option and why. */
-export interface Problem {
-  readonly option: string
-  readonly reason: string
-}
-
 /**
  * The keys of an options type, each listed once: the compiler checks the
  * list against the type, so an option added to it is known here too.
  */
 export const keysOf = <T>(keys: { readonly [K in keyof Required<T>]: true }): ReadonlyArray<string> => Object.keys(keys)
 
-/** The problem of `options`, if any (see `AgentError.unknownOption`), for the package's own errors. */
-export const unknownKey = (options: unknown, known: ReadonlyArray<string>): Problem | undefined => {
-  const invalid = AgentError.unknownOption("", options, known)
-  return invalid === undefined ? undefined : { option: invalid.option, reason: invalid.reason }
-}
+/** The `InvalidOptions` of `options` (`AgentError.unknownOption`), for the package's own errors too. */
+export const unknownKey = AgentError.unknownOption

@@ -13,21 +13,6 @@ import * as AgentError from "@stepwise-agent/core/AgentError"
  */
 export const keysOf = <T>(keys: { readonly [K in keyof Required<T>]: true }): ReadonlyArray<string> => Object.keys(keys)
 
-/** What is wrong with an options object: the option (its path) and why. */
-export interface Problem {
-  readonly option: string
-  readonly reason: string
-}
-
-/**
- * The problem of `options` given at `path` (see `AgentError.unknownOption`), if any, for an error of another
- * kind than `InvalidOptions`.
- */
-export const problemOf = (options: unknown, known: ReadonlyArray<string>, path?: string): Problem | undefined => {
-  const invalid = AgentError.unknownOption("", options, known, path)
-  return invalid === undefined ? undefined : { option: invalid.option, reason: invalid.reason }
-}
-
 /** The `InvalidOptions` of `options` given at `path`, if any (`AgentError.unknownOption`). */
 export const unknownKey = AgentError.unknownOption
 

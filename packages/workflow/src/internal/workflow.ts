@@ -57,7 +57,7 @@ import { clearJournal, executionExists } from "./clusterStorage.js"
 import { forkedFrom, forkOf, startFork } from "./durableFork.js"
 import { asRunFailure, inActivity, makeJournal } from "./durableJournal.js"
 import { readRecord, recordCancelled, recorder } from "./durableRecord.js"
-import { keysOf, problemOf, sentence, unknownKey } from "./options.js"
+import { keysOf, sentence, unknownKey } from "./options.js"
 import { checkSend, decodeStored } from "./send.js"
 import { isParseError, stateOf } from "./status.js"
 
@@ -200,7 +200,7 @@ export const make = (options: Options): AgentWorkflow => {
   })
 
   const send: AgentWorkflow["send"] = Effect.fn("AgentWorkflow.send")(function*(threadId, message, sendOptions) {
-    const unknown = problemOf(sendOptions, ["mode", "idempotencyKey"])
+    const unknown = unknownKey("AgentWorkflow", sendOptions, ["mode", "idempotencyKey"])
     if (unknown !== undefined) {
       return yield* new InvalidSend({
         threadId: typeof threadId === "string" ? threadId : describeValue(threadId),
@@ -393,7 +393,9 @@ export const make = (options: Options): AgentWorkflow => {
 
   const resume: AgentWorkflow["resume"] = Effect.fn("AgentWorkflow.resume")(function*(runId, value, options) {
     // from JavaScript, options that name no principal as a string, or more: no one is authorized to decide
-    const unknown = Predicate.isObject(options) ? problemOf(options, ["principal"], "resume") : undefined
+    const unknown = Predicate.isObject(options)
+      ? unknownKey("AgentWorkflow", options, ["principal"], "resume")
+      : undefined
     if (unknown !== undefined) {
       return yield* new Authorizer.Unauthorized({ runId, principal: "", reason: `the option ${sentence(unknown)}` })
     }
@@ -641,14 +643,19 @@ const editKeys: Record<string, ReadonlyArray<string>> = {
 /** The options of `fork` (those of `agent.fork` and `runId`) and their edit: an object of known keys. */
 const forkOptionsProblem = (options: unknown) => {
   if (!Predicate.isObject(options)) return undefined
-  const unknown = problemOf(options, keysOf<ForkOptions>({ to: true, at: true, edit: true, runId: true }), "fork")
+  const unknown = unknownKey(
+    "AgentWorkflow",
+    options,
+    keysOf<ForkOptions>({ to: true, at: true, edit: true, runId: true }),
+    "fork"
+  )
   if (unknown !== undefined) return unknown
   const edit: unknown = Predicate.hasProperty(options, "edit") ? options.edit : undefined
   const known =
     Predicate.hasProperty(edit, "_tag") && typeof edit._tag === "string" && Object.hasOwn(editKeys, edit._tag)
       ? editKeys[edit._tag]
       : undefined
-  return known === undefined ? undefined : problemOf(edit, known, "fork.edit")
+  return known === undefined ? undefined : unknownKey("AgentWorkflow", edit, known, "fork.edit")
 }
 
 /** The `InvalidOptions` of `make`'s options from JavaScript: a name that is not a non-empty string, a version not a number. */
@@ -688,7 +695,7 @@ const ofRunId = <Rest extends ReadonlyArray<unknown>, A, E, R>(
 /** What is wrong with a `start` request from JavaScript, if anything (its input is checked when it is made a prompt). */
 const startRequestProblem = (request: unknown): string | undefined => {
   if (!Predicate.isObject(request)) return `the start request must be an object, got ${describeValue(request)}`
-  const unknown = problemOf(request, ["threadId", "input", "runId"], "start")
+  const unknown = unknownKey("AgentWorkflow", request, ["threadId", "input", "runId"], "start")
   if (unknown !== undefined) return `the start request's option ${sentence(unknown)}`
   const { runId, threadId } = request as { readonly runId?: unknown; readonly threadId?: unknown }
   if (typeof threadId !== "string" || threadId.length === 0) {
