@@ -387,7 +387,7 @@ export const json = (
  * @category constructors
  */
 export const text = (answer: string, options?: ResponseOptions): Reply =>
-  json(envelope([messageItem(answer)], responseOptions(options)))
+  json(envelopeOf([messageItem(answer)], responseOptions(options)))
 
 /**
  * A non-streaming reply that calls tools.
@@ -403,7 +403,7 @@ export const text = (answer: string, options?: ResponseOptions): Reply =>
  * @category constructors
  */
 export const toolCalls = (calls: ReadonlyArray<FunctionCall>, options?: ResponseOptions): Reply =>
-  json(envelope(calls.map((call) => functionCallItem(call)), responseOptions(options)))
+  json(envelopeOf(calls.map((call) => functionCallItem(call)), responseOptions(options)))
 
 /**
  * An error status with an OpenAI-style error body and headers.
@@ -595,7 +595,7 @@ const streamStart = (id: string): Array<ServerEvent> => {
 }
 
 const streamEnd = (id: string, output: ReadonlyArray<unknown>, options?: ResponseOptions): Array<ServerEvent> => [
-  { type: "response.completed", response: envelope(output, { ...options, id }) }
+  { type: "response.completed", response: envelopeOf(output, { ...options, id }) }
 ]
 
 /**
@@ -694,7 +694,7 @@ export const streamTextCut = (
  * @category constructors
  */
 export const textNotStreamed = (answer: string, options?: ResponseOptions): Reply =>
-  raw(JSON.stringify(envelope([messageItem(answer)], responseOptions(options))))
+  raw(JSON.stringify(envelopeOf([messageItem(answer)], responseOptions(options))))
 
 /**
  * One reply for a plain request, another for a streaming one.
