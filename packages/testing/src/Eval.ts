@@ -398,7 +398,7 @@ export const make = <E, R, RM = never>(
 }
 
 /** An assertion's options with a key it does not know, as its `invalid` reason. */
-const unknownOption = (options: unknown, known: ReadonlyArray<string>): string | undefined => {
+const unknownKeyReason = (options: unknown, known: ReadonlyArray<string>): string | undefined => {
   const problem = unknownKey("Eval", options, known)
   return problem === undefined ? undefined : `${problem.option} ${problem.reason}`
 }
@@ -854,7 +854,7 @@ export const tokensAtMost = (
       }),
     !(Number.isFinite(max) && max >= 0)
       ? `the bound must be a finite number of at least 0, got ${max}`
-      : unknownOption(options, ["kind"]) ?? (!["total", "input", "output"].includes(kind)
+      : unknownKeyReason(options, ["kind"]) ?? (!["total", "input", "output"].includes(kind)
         ? `kind must be "total", "input" or "output", got ${show(kind)}`
         : undefined)
   )
@@ -1029,7 +1029,7 @@ export const noApprovalBypassed = (
       }),
     !Array.isArray(tools) || gated.size === 0
       ? "name at least one gated tool"
-      : unknownOption(options, ["middleware"]) ?? tools.map(invalidToolName).find((reason) => reason !== undefined)
+      : unknownKeyReason(options, ["middleware"]) ?? tools.map(invalidToolName).find((reason) => reason !== undefined)
   )
 }
 
