@@ -1161,12 +1161,7 @@ export const makeFileSystem = (
             }
             const buffer = new Uint8Array(length)
             yield* handle.seek(start, "start")
-            let filled = 0
-            while (filled < buffer.length) {
-              const read = Number(yield* handle.read(buffer.subarray(filled)))
-              if (read === 0) return Option.none()
-              filled += read
-            }
+            if ((yield* RegularFiles.readInto(handle, buffer)) < buffer.length) return Option.none()
             return Option.some(
               yield* Effect.try({
                 try: () => ThreadLog.decodeLines(textDecoder.decode(buffer), log.messages - (from?.messages ?? 0)),

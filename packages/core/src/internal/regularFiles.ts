@@ -66,11 +66,20 @@ export const readText = (
       return yield* badResource(file, "readFile", `${size} bytes, over the ${maxTextBytes} a text is read from`)
     }
     const buffer = new Uint8Array(size)
+    return decoder.decode(buffer.subarray(0, yield* readInto(handle, buffer)))
+  }))
+
+/** Fills `buffer` from `handle`'s position on; gives how many bytes it read (fewer at the file's end). */
+export const readInto = (
+  handle: FileSystem.File,
+  buffer: Uint8Array
+): Effect.Effect<number, PlatformError.PlatformError> =>
+  Effect.gen(function*() {
     let filled = 0
-    while (filled < size) {
+    while (filled < buffer.length) {
       const read = Number(yield* handle.read(buffer.subarray(filled)))
       if (read === 0) break
       filled += read
     }
-    return decoder.decode(buffer.subarray(0, filled))
-  }))
+    return filled
+  })
