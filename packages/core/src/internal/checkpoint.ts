@@ -33,16 +33,24 @@ const decodedThreads = IdentityTable.make<ReadonlyArray<unknown>, ReadonlyArray<
  * The thread in its stored form, reusing what the last save of this run (or
  * the load it started from) already encoded, compared by reference: a
  * checkpoint encodes only the new messages, and slices no hook changed since
- * are not encoded again.
+ * are not encoded again. A thread is given as an array and a length: the run
+ * may grow its messages array in place after a save (`RunState.unseen`),
+ * and a save holds only the messages it was given.
  */
 export class ThreadEncoder {
   private messages: ReadonlyArray<Prompt.Message> | undefined
+  /** How many of `messages` were encoded. */
+  private length = 0
   private encoded: ReadonlyArray<unknown> = []
   /** The entry of `decodedThreads` this encoder made last. */
   private remembered: ReadonlyArray<unknown> | undefined
-  /** The messages of the last {@link deferred} save, and what builds their stored form. */
+  /** The messages of the last {@link deferred} save, and what builds their stored form (`final`: the run ended). */
   private pending:
-    | { readonly messages: ReadonlyArray<Prompt.Message>; readonly build: () => ReadonlyArray<unknown> }
+    | {
+      readonly messages: ReadonlyArray<Prompt.Message>
+      readonly length: number
+      readonly build: (final: boolean) => ReadonlyArray<unknown>
+    }
     | undefined
   private slices: object | undefined
   private encodedSlices: Record<string, unknown> | undefined
@@ -50,15 +58,22 @@ export class ThreadEncoder {
   constructor(loaded?: Loaded) {
     if (loaded !== undefined && Option.isSome(loaded.checkpoint)) {
       this.messages = loaded.messages
+      this.length = loaded.messages.length
       this.encoded = loaded.checkpoint.value.messages
     }
   }
 
-  encode(messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<unknown> {
+  /**
+   * The stored form of the first `length` of `messages` (all of them unless told). `growable`: the run may
+   * still grow `messages` in place, so the thread a later load of this stored form gives is a copy.
+   */
+  encode(messages: ReadonlyArray<Prompt.Message>, length = messages.length, growable = false): ReadonlyArray<unknown> {
     const previous = this.messages
-    if (previous === messages) return this.encoded
-    const shared = previous === undefined ? 0 : Lineage.sharedPrefix(previous, messages)
-    const added = AgentState.encodeMessages(shared === 0 ? messages : messages.slice(shared))
+    if (previous === messages && this.length === length) return this.encoded
+    const shared = previous === undefined ? 0 : Lineage.sharedPrefix(previous, messages, this.length, length)
+    const added = AgentState.encodeMessages(
+      shared === 0 && length === messages.length ? messages : messages.slice(shared, length)
+    )
     const base = this.encoded
     this.encoded = shared === 0
       ? added
@@ -66,8 +81,9 @@ export class ThreadEncoder {
       ? Lineage.append(base, added)
       : Lineage.derive(base.slice(0, shared).concat(added), base, shared)
     this.messages = messages
+    this.length = length
     if (this.remembered !== undefined) decodedThreads.delete(this.remembered)
-    decodedThreads.set(this.encoded, messages)
+    decodedThreads.set(this.encoded, growable || length !== messages.length ? messages.slice(0, length) : messages)
     this.remembered = this.encoded
     return this.encoded
   }
@@ -77,38 +93,44 @@ export class ThreadEncoder {
    * new since the last save are encoded now (a message that does not encode
    * fails the save, as before), the array
    * of the whole thread is built when something first asks for it, at the
-   * latest when the run ends ({@link settle}).
+   * latest when the run ends ({@link settle}). `growable`: as for
+   * {@link encode}; the save holds `messages` with its length now.
    */
   deferred(
     checkpoint: Omit<Checkpointer.Checkpoint, "messages">,
-    messages: ReadonlyArray<Prompt.Message>
+    messages: ReadonlyArray<Prompt.Message>,
+    growable: boolean
   ): Checkpointer.DeferredCheckpoint {
-    if (messages === this.messages) {
+    const length = messages.length
+    if (messages === this.messages && length === this.length) {
       const encoded = this.encoded
-      return new DeferredThread(checkpoint, messages, () => encoded)
+      return new DeferredThread(checkpoint, messages, length, () => encoded)
     }
     const previous = this.pending?.messages ?? this.messages
-    const shared = previous === undefined ? 0 : Lineage.sharedPrefix(previous, messages)
-    if (shared < messages.length) AgentState.encodeMessages(shared === 0 ? messages : messages.slice(shared))
+    const previousLength = this.pending?.length ?? this.length
+    const shared = previous === undefined ? 0 : Lineage.sharedPrefix(previous, messages, previousLength, length)
+    if (shared < length) AgentState.encodeMessages(shared === 0 ? messages : messages.slice(shared))
     let built: ReadonlyArray<unknown> | undefined
-    let from: { readonly encoder: ThreadEncoder; readonly messages: ReadonlyArray<Prompt.Message> } | undefined = {
-      encoder: this,
-      messages
-    }
-    const build = () => {
+    let from: {
+      readonly encoder: ThreadEncoder
+      readonly messages: ReadonlyArray<Prompt.Message>
+      readonly length: number
+      readonly growable: boolean
+    } | undefined = { encoder: this, messages, length, growable }
+    const build = (final: boolean) => {
       if (from !== undefined) {
-        built = from.encoder.encode(from.messages)
+        built = from.encoder.encode(from.messages, from.length, from.growable && !final)
         from = undefined
       }
       return built!
     }
-    this.pending = { messages, build }
-    return new DeferredThread(checkpoint, messages, build)
+    this.pending = { messages, length, build }
+    return new DeferredThread(checkpoint, messages, length, () => build(false))
   }
 
   /** Builds the stored form of the last deferred save, so that no stored checkpoint still holds this encoder. */
   settle(): void {
-    this.pending?.build()
+    this.pending?.build(true)
     this.pending = undefined
   }
 
@@ -124,35 +146,41 @@ export class ThreadEncoder {
 }
 
 /**
- * A deferred save of a run's thread: its encoded messages come from the
- * decoded ones (each message's encoding is cached, so they are the objects
- * the whole array holds), and whether it extends an earlier save is told by
- * comparing the decoded arrays, whose lineage the loop records.
+ * A deferred save of a run's thread, the first `count` of `decoded`: its
+ * encoded messages come from the decoded ones (each message's encoding is
+ * cached, so they are the objects the whole array holds), and whether it
+ * extends an earlier save is told by comparing the decoded arrays, whose
+ * lineage the loop records.
  */
 class DeferredThread implements Checkpointer.DeferredCheckpoint {
   constructor(
     readonly checkpoint: Omit<Checkpointer.Checkpoint, "messages">,
     private readonly decoded: ReadonlyArray<Prompt.Message>,
+    private readonly count: number,
     readonly messages: () => ReadonlyArray<unknown>
   ) {}
 
   get length(): number {
-    return this.decoded.length
+    return this.count
   }
 
   from(index: number): ReadonlyArray<unknown> {
-    return AgentState.encodeMessages(index === 0 ? this.decoded : this.decoded.slice(index))
+    return AgentState.encodeMessages(
+      index === 0 && this.count === this.decoded.length ? this.decoded : this.decoded.slice(index, this.count)
+    )
   }
 
   extends(previous: Checkpointer.DeferredCheckpoint): boolean {
-    const base = previous instanceof DeferredThread
-      ? previous.decoded
-      : previous instanceof DeferredSave.WholeThread
+    if (previous instanceof DeferredThread) {
+      return this.count >= previous.count &&
+        Lineage.sharedPrefix(previous.decoded, this.decoded, previous.count, this.count) === previous.count
+    }
+    const base = previous instanceof DeferredSave.WholeThread
       ? decodedThreads.get(previous.whole.messages)
       : undefined
     // a thread this process neither encoded nor decoded: compared encoded, built
     if (base === undefined) return DeferredSave.extendsByReference(previous.messages(), this.messages())
-    return this.decoded.length >= base.length && Lineage.sharedPrefix(base, this.decoded) === base.length
+    return this.count >= base.length && Lineage.sharedPrefix(base, this.decoded, base.length, this.count) === base.length
   }
 }
 
@@ -278,7 +306,11 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
         ? checkpointer.save(
           run.threadId,
           completed<Checkpointer.Checkpoint>(
-            { version: 1, threadId: run.threadId, messages: run.encoder.encode(state.messages), slices },
+            { version: 1, threadId: run.threadId, messages: run.encoder.encode(
+              state.messages,
+              state.messages.length,
+              state.unseen === state.messages
+            ), slices },
             run,
             state,
             pending
@@ -294,7 +326,8 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
               state,
               pending
             ),
-            state.messages
+            state.messages,
+            state.unseen === state.messages
           ),
           options
         )

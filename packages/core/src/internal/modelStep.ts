@@ -26,6 +26,7 @@ import { drain } from "./drain.js"
 import { identityMemo } from "./fast/identityMemo.js"
 import * as LayerGroups from "./fast/layerGroups.js"
 import * as LiftedThreads from "./fast/liftedThreads.js"
+import * as PrefixPrompt from "./fast/prefixPrompt.js"
 import { paired } from "./fast/pairing.js"
 import { PassedOn } from "./fast/passedOn.js"
 import { assistantMessage, toolCallsOf } from "./fast/replyMessage.js"
@@ -215,19 +216,29 @@ export const make = (config: Compiled) => {
     })
 
   /** The model call at the end of the `wrapModelCall` chain; its response names the tools it offered. */
-  const callModel = (run: RunContext) =>
-  (
-    request: Middleware.ModelRequest
+  const callModel = (run: RunContext) => (request: Middleware.ModelRequest) => respond(run, request, undefined)
+
+  /**
+   * The model call of `request`. `growable`: the run's messages array while
+   * only the run holds it (`RunState.unseen`), which the run may grow in
+   * place after the call: a prompt of it is a view of its length now
+   * (`fast/prefixPrompt.ts`), not the array.
+   */
+  const respond = (
+    run: RunContext,
+    request: Middleware.ModelRequest,
+    growable: ReadonlyArray<Prompt.Message> | undefined
   ): Effect.Effect<Middleware.ModelResponse, any> => {
     const model = request.model ?? config.model
     const offeredTools = request.tools === config.toolList ? toolNames : request.tools.map((tool) => tool.name)
     // the model never sees a tool result without its call, or a call without its result; files of tool
     // results go as file parts
     const messages = LiftedThreads.lift(paired(request.messages))
-    // (`concat`, not a spread: V8 copies an array into a literal element by element, ~14 times slower)
-    const prompt = Prompt.fromMessages(
-      request.systemPrompt === undefined ? messages : [systemMessageOf(request.systemPrompt)].concat(messages)
-    )
+    const system = request.systemPrompt === undefined ? undefined : systemMessageOf(request.systemPrompt)
+    const prompt = messages === growable
+      ? PrefixPrompt.make(messages, messages.length, system)
+      // (`concat`, not a spread: V8 copies an array into a literal element by element, ~14 times slower)
+      : Prompt.fromMessages(system === undefined ? messages : [system].concat(messages))
     const toolkit = wireToolkit(request.tools)
     const options: any = toolkit === undefined
       ? { prompt }
@@ -376,6 +387,15 @@ export const make = (config: Compiled) => {
     )
   }
 
+  /**
+   * Whether a model call hands the request's messages array to someone who
+   * may keep it: a `wrapModelCall` or `wrapModelStream` hook, or a journal
+   * (recording, replaying, durable). Else the run may grow it in place after
+   * the call (`RunState.appendReply`).
+   */
+  const handsOver = (run: RunContext): boolean =>
+    wrapModel.length > 0 || wrapStream.length > 0 || run.journal !== RunJournal.inProcess
+
   /** Whether a `wrapModelCall` hook can update state: then each model call collects its own updates. */
   const collects = wrapModel.some((m) => WrapUpdates.canUpdate(config, m.name))
 
@@ -428,10 +448,12 @@ export const make = (config: Compiled) => {
     }
     // the state updates of this call's wrap hooks (none to collect when no hook can update state)
     const updates = collects ? [] : undefined
-    const chain = updates === undefined ? runChain(run) : modelChain(run, updates)
     // built once the step starts (after ModelCallStarted): building it calls the wrap hooks
     const call = () => {
-      const responded = Observer.traced(run, "Agent.modelCall", { step: state.step }, chain(request))
+      const responding = handsOver(run)
+        ? (updates === undefined ? runChain(run) : modelChain(run, updates))(request)
+        : respond(run, request, state.unseen === state.messages ? state.messages : undefined)
+      const responded = Observer.traced(run, "Agent.modelCall", { step: state.step }, responding)
       return run.journal === RunJournal.inProcess
         ? Effect.flatMap(responded, (response) => then(toModelCall(response, updates)))
         : Effect.flatMap(
@@ -472,7 +494,7 @@ export const make = (config: Compiled) => {
       if (invalid !== undefined && state.repairRounds > config.maxToolCallRepairs) {
         return Effect.fail(repairsExhausted(run.threadId, invalid, state.repairRounds))
       }
-      state = RunState.appendReply(state, reply)
+      state = RunState.appendReply(state, reply, !handsOver(run))
       if (run.emit !== undefined) {
         const durationMillis = run.clock.unsafeCurrentTimeMillis() - started
         state = RunState.withReplied(state, {

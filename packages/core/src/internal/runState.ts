@@ -38,9 +38,13 @@ export interface RunState {
   /** The last model reply, reported (`ModelResponded`) once the `afterModel` hooks stored it; only while watched. */
   readonly replied: Replied | undefined
   /**
-   * The messages array the last model step appended its reply to, while no
-   * hook has seen it: the tool step may append to it in place (see
-   * {@link appendToolResults}); `undefined` once anything else may hold it.
+   * The messages array while only the run holds it: the run made it, and
+   * handed it to no hook, journal or caller, only to views that know its
+   * length then (a model call's prompt, a deferred save: see
+   * `fast/prefixPrompt.ts`, `checkpoint.ts`). The next reply and tool
+   * results are appended to it in place (see {@link appendReply}),
+   * instead of copying the thread at every step; `undefined` once anything
+   * else may hold it.
    */
   readonly unseen: ReadonlyArray<Prompt.Message> | undefined
   /**
@@ -120,7 +124,7 @@ export const saved = (state: RunState, incarnation: string | undefined): RunStat
 
 /** The state with the thread's messages replaced. */
 export const withMessages = (state: RunState, messages: ReadonlyArray<Prompt.Message>): RunState =>
-  messages === state.messages ? state : { ...state, messages }
+  messages === state.messages ? state : { ...state, messages, unseen: undefined }
 
 /**
  * A hook's result applied: its messages replace the thread's, and its state
@@ -148,6 +152,7 @@ export const applyHookResult = (
     state: {
       ...state,
       messages: result.messages ?? state.messages,
+      unseen: result.messages === undefined ? state.unseen : undefined,
       slices: update === undefined ? state.slices : {
         ...state.slices,
         [middleware]: { ...state.slices[middleware], ...update }
@@ -166,12 +171,17 @@ export const countRepair = (state: RunState, invalid: boolean): RunState =>
     : { ...state, repairRounds: 0 }
 
 /**
- * The model's reply stored: appended to the thread (with room for the tool
- * results, see {@link appendToolResults}), its usage added, the step
- * counted; the new array is `unseen` until a hook may hold it.
+ * The model's reply stored: appended to the thread, its usage added, the
+ * step counted. `inPlace`: the model call handed the messages array to
+ * nobody (no `wrapModelCall` hook, no journal but the in-process one), so an
+ * `unseen` array grows in place; any other is copied once (with room for the
+ * tool results, see {@link appendToolResults}). The new array is `unseen`
+ * until a hook may hold it.
  */
-export const appendReply = (state: RunState, reply: RunJournal.ModelCall): RunState => {
-  const messages = Lineage.appendWithRoom(state.messages, [reply.message])
+export const appendReply = (state: RunState, reply: RunJournal.ModelCall, inPlace: boolean): RunState => {
+  const messages = inPlace && state.unseen === state.messages
+    ? Lineage.extendUnseen(state.messages, [reply.message])
+    : Lineage.appendWithRoom(state.messages, [reply.message])
   return {
     ...state,
     messages,
@@ -186,7 +196,8 @@ export const appendReply = (state: RunState, reply: RunJournal.ModelCall): RunSt
  * The tool results stored after their calls, and the structured output if a
  * call gave it. On a thread still `unseen` (no hook ran since the reply was
  * appended, no `wrapToolCall` hook saw the tool step's state), the results
- * extend that array in place instead of copying the thread once more.
+ * extend that array in place instead of copying the thread once more; the
+ * thread stays `unseen` for the next reply.
  */
 export const appendToolResults = (
   state: RunState,
@@ -196,13 +207,15 @@ export const appendToolResults = (
   const last = state.messages[state.messages.length - 1]
   const inPlace = state.unseen === state.messages && results.length > 0 && last !== undefined &&
     last.role !== "tool"
+  const messages = inPlace
+    ? Lineage.extendUnseen(state.messages, [Prompt.makeMessage("tool", { content: results })])
+    : AgentState.appendToolResults(state.messages, results)
   return {
     ...state,
-    messages: inPlace
-      ? Lineage.extendUnseen(state.messages, [Prompt.makeMessage("tool", { content: results })])
-      : AgentState.appendToolResults(state.messages, results),
+    messages,
     output: Option.isSome(output) ? output : state.output,
-    unseen: undefined
+    // an array made here is held by nobody else yet
+    unseen: messages === state.messages ? state.unseen : messages
   }
 }
 

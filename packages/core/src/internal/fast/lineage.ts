@@ -150,10 +150,17 @@ const sharedByLines = (a: Line, b: Line): number | undefined => {
 /**
  * The number of leading elements `next` and `base` share by reference: read
  * from the records when they relate the two (at least what they share then),
- * else by comparing them.
+ * else by comparing them. An array the run grew in place since (see
+ * {@link extendUnseen}) is given with the length it had then.
  */
-export const sharedPrefix = <A>(base: ReadonlyArray<A>, next: ReadonlyArray<A>): number => {
-  const limit = Math.min(base.length, next.length)
+export const sharedPrefix = <A>(
+  base: ReadonlyArray<A>,
+  next: ReadonlyArray<A>,
+  baseLength: number = base.length,
+  nextLength: number = next.length
+): number => {
+  const limit = Math.min(baseLength, nextLength)
+  if (base === next) return limit
   const a = lines.get(next)
   const b = a === undefined ? undefined : lines.get(base)
   const recorded = b === undefined ? undefined : sharedByLines(a!, b)

@@ -15,7 +15,7 @@ import * as Lineage from "./lineage.js"
  */
 export const paired = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<Prompt.Message> => {
   const cached = repaired.get(messages)
-  if (cached !== undefined) return cached
+  if (cached !== undefined && cached.length === messages.length) return cached.out
   const start = pairedThreads.get(messages)
   if (start !== undefined && start.length === messages.length) return start.value.out ?? messages
   // with no paired thread to continue from, the thread `messages` was appended to is remembered as paired, so
@@ -101,7 +101,7 @@ export const paired = (messages: ReadonlyArray<Prompt.Message>): ReadonlyArray<P
   // also reads only its new messages
   if (start?.value.out !== undefined) Lineage.derive(out, start.value.out, start.value.out.length)
   else Lineage.derive(out, messages, Math.max(0, copiedAt - 1))
-  repaired.set(messages, out)
+  repaired.set(messages, { length: messages.length, out })
   return out
 }
 
@@ -138,8 +138,15 @@ const closeCalls = (out: Array<Prompt.Message>, open: Map<string, Prompt.ToolCal
   }
 }
 
-/** The paired copy of each thread that was not paired as it was. */
-const repaired = new WeakMap<ReadonlyArray<Prompt.Message>, ReadonlyArray<Prompt.Message>>()
+/**
+ * The paired copy of each thread that was not paired as it was, at the
+ * length it had then (the run may have grown it in place since: see
+ * `RunState.unseen`).
+ */
+const repaired = new WeakMap<
+  ReadonlyArray<Prompt.Message>,
+  { readonly length: number; readonly out: ReadonlyArray<Prompt.Message> }
+>()
 
 /**
  * How far threads were paired, with no call waiting for its result there:
