@@ -21,8 +21,10 @@
  *
  * Arrays are never changed in place once anyone else may hold them (they are
  * `ReadonlyArray`s throughout); the one exception, {@link extendUnseen}, is for
- * an array only the run's state holds (`RunState.unseen`), and keeps its line
- * true.
+ * an array only the run's state holds (`RunState.unseen`; others hold only
+ * views that know its length then: a model call's prompt, a deferred save),
+ * and keeps its line true. Who compares such an array with an earlier state
+ * of itself gives {@link sharedPrefix} the lengths.
  */
 
 interface Line {
