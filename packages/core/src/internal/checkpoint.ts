@@ -180,7 +180,8 @@ class DeferredThread implements Checkpointer.DeferredCheckpoint {
       : undefined
     // a thread this process neither encoded nor decoded: compared encoded, built
     if (base === undefined) return DeferredSave.extendsByReference(previous.messages(), this.messages())
-    return this.count >= base.length && Lineage.sharedPrefix(base, this.decoded, base.length, this.count) === base.length
+    return this.count >= base.length &&
+      Lineage.sharedPrefix(base, this.decoded, base.length, this.count) === base.length
   }
 }
 
@@ -306,11 +307,16 @@ export const make = (layout: AgentState.Layout, checkpointer: Checkpointer.Servi
         ? checkpointer.save(
           run.threadId,
           completed<Checkpointer.Checkpoint>(
-            { version: 1, threadId: run.threadId, messages: run.encoder.encode(
-              state.messages,
-              state.messages.length,
-              state.unseen === state.messages
-            ), slices },
+            {
+              version: 1,
+              threadId: run.threadId,
+              messages: run.encoder.encode(
+                state.messages,
+                state.messages.length,
+                state.unseen === state.messages
+              ),
+              slices
+            },
             run,
             state,
             pending

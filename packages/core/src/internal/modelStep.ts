@@ -26,9 +26,9 @@ import { drain } from "./drain.js"
 import { identityMemo } from "./fast/identityMemo.js"
 import * as LayerGroups from "./fast/layerGroups.js"
 import * as LiftedThreads from "./fast/liftedThreads.js"
-import * as PrefixPrompt from "./fast/prefixPrompt.js"
 import { paired } from "./fast/pairing.js"
 import { PassedOn } from "./fast/passedOn.js"
+import * as PrefixViews from "./fast/prefixViews.js"
 import { assistantMessage, toolCallsOf } from "./fast/replyMessage.js"
 import { modelResponseProblem } from "./hookResults.js"
 import { Continue } from "./machine.js"
@@ -221,8 +221,8 @@ export const make = (config: Compiled) => {
   /**
    * The model call of `request`. `growable`: the run's messages array while
    * only the run holds it (`RunState.unseen`), which the run may grow in
-   * place after the call: a prompt of it is a view of its length now
-   * (`fast/prefixPrompt.ts`), not the array.
+   * place after the call: the prompt and the state a watcher is sent are
+   * views of its length now (`fast/prefixViews.ts`), not the array.
    */
   const respond = (
     run: RunContext,
@@ -236,7 +236,7 @@ export const make = (config: Compiled) => {
     const messages = LiftedThreads.lift(paired(request.messages))
     const system = request.systemPrompt === undefined ? undefined : systemMessageOf(request.systemPrompt)
     const prompt = messages === growable
-      ? PrefixPrompt.make(messages, messages.length, system)
+      ? PrefixViews.prompt(messages, messages.length, system)
       // (`concat`, not a spread: V8 copies an array into a literal element by element, ~14 times slower)
       : Prompt.fromMessages(system === undefined ? messages : [system].concat(messages))
     const toolkit = wireToolkit(request.tools)
@@ -285,7 +285,8 @@ export const make = (config: Compiled) => {
           prompt,
           toolNames: offeredTools,
           toolChoice: request.toolChoice,
-          state: request.state
+          // (the state's messages are the run's array, whatever pairing and lifting gave the prompt)
+          state: growable === undefined ? request.state : PrefixViews.state(request.state, growable, growable.length)
         }))
         const collected: Array<Response.AnyPart> = []
         let parts = model.streamText(options) as Stream.Stream<Response.AnyPart, AiError.AiError>

@@ -41,7 +41,7 @@ export interface RunState {
    * The messages array while only the run holds it: the run made it, and
    * handed it to no hook, journal or caller, only to views that know its
    * length then (a model call's prompt, a deferred save: see
-   * `fast/prefixPrompt.ts`, `checkpoint.ts`). The next reply and tool
+   * `fast/prefixViews.ts`, `checkpoint.ts`). The next reply and tool
    * results are appended to it in place (see {@link appendReply}),
    * instead of copying the thread at every step; `undefined` once anything
    * else may hold it.
