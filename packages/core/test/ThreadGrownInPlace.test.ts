@@ -5,13 +5,13 @@
  * kept (read at once or later), a thread read back from the store while the
  * run goes on, a run's result once the next run on the thread is done.
  */
-import type { Prompt } from "@effect/ai"
-import { LanguageModel, Response } from "@effect/ai"
+import { LanguageModel, Prompt, Response } from "@effect/ai"
 import { KeyValueStore } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, Checkpointer } from "@stepwise-agent/core"
-import { Effect, FastCheck, Layer, Option } from "effect"
-import { Calculator } from "./utils.js"
+import { Chunk, Effect, FastCheck, Layer, Option, Stream } from "effect"
+import { RunSaves } from "../src/internal/runSaves.js"
+import { Calculator, CalculatorLive } from "./utils.js"
 
 const usage = new Response.Usage({ inputTokens: 1, outputTokens: 1, totalTokens: 2 })
 
@@ -49,7 +49,29 @@ const keepingModel = (toolSteps: number, readNow: ReadonlyArray<boolean>, kept: 
             ]) as Array<Response.Part<any>>
         )
       }),
-    streamText: () => Effect.dieMessage("not streamed"),
+    streamText: (options: { readonly prompt: Prompt.Prompt }) =>
+      Stream.suspend(() => {
+        const i = call++
+        kept.push({ prompt: options.prompt, length: -1, early: undefined })
+        return Stream.fromIterable<Response.AnyPart>(
+          i < toolSteps
+            ? [
+              Response.makePart("tool-call", {
+                id: `c${i}`,
+                name: "add",
+                params: { a: i, b: 1 },
+                providerExecuted: false
+              }),
+              Response.makePart("finish", { reason: "tool-calls", usage })
+            ]
+            : [
+              Response.makePart("text-start", { id: "t" }),
+              Response.makePart("text-delta", { id: "t", delta: `done after ${i}` }),
+              Response.makePart("text-end", { id: "t" }),
+              Response.makePart("finish", { reason: "stop", usage })
+            ]
+        )
+      }),
     generateObject: () => Effect.dieMessage("not used")
   } as unknown as LanguageModel.Service
 }
@@ -158,4 +180,39 @@ describe("a thread grown in place: nothing given out changes", () => {
         )
       ))
   }
+
+  it.effect("a streamed run: the prompt and the state each ModelRequestSent reports stay as the call saw them", () =>
+    Effect.gen(function*() {
+      const kept: Array<Kept> = []
+      const agent = yield* Agent.make({ toolkit: Calculator }).pipe(
+        Effect.provide(Layer.succeed(LanguageModel.LanguageModel, keepingModel(4, [false], kept)))
+      )
+      const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("add", { threadId: "s" })))
+      const sent = events.flatMap((event) => event._tag === "ModelRequestSent" ? [event] : [])
+      const final =
+        (events.at(-1) as { readonly result: { readonly state: { readonly messages: ReadonlyArray<Prompt.Message> } } })
+          .result.state.messages
+      // read only now, after the run grew the thread four more times
+      assert.deepStrictEqual(sent.map((event) => event.prompt.content.length), [1, 3, 5, 7, 9])
+      assert.deepStrictEqual(
+        sent.map((event) => (event.state as { readonly messages: ReadonlyArray<Prompt.Message> }).messages.length),
+        [1, 3, 5, 7, 9]
+      )
+      for (const event of sent) event.prompt.content.forEach((message, j) => assert.strictEqual(message, final[j]))
+      assert.strictEqual(final.length, 10)
+    }).pipe(Effect.provide(Layer.merge(Checkpointer.layerMemory, CalculatorLive))))
+
+  it("the state of a run's last save keeps the length it was saved with", () => {
+    const layout = {
+      flatten: (state: { readonly messages: ReadonlyArray<Prompt.Message> }) => ({ messages: state.messages })
+    }
+    const saves = new RunSaves(layout.flatten as never)
+    const messages: Array<Prompt.Message> = [
+      Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "hi" })] })
+    ]
+    saves.saved({ messages, slices: {} })
+    messages.push(Prompt.makeMessage("assistant", { content: [Prompt.makePart("text", { text: "not saved" })] }))
+    const state = Option.getOrThrow(saves.state()) as { readonly messages: ReadonlyArray<Prompt.Message> }
+    assert.strictEqual(state.messages.length, 1)
+  })
 })
