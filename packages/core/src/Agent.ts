@@ -613,6 +613,24 @@ export interface Options<
    */
   readonly toolTimeouts?: Readonly<Record<string, Duration.DurationInput>> | undefined
   /**
+   * The longest one model call may take (default: no limit): each attempt
+   * (a `wrapModelCall` hook that calls `next` again makes another), from the
+   * request until the reply's last event. A call that takes longer is
+   * interrupted (the provider's request is aborted) and fails with
+   * `ModelReplyError` (`"TimedOut"`), which `ModelRetry` and `ModelFallback`
+   * see as they see a reply cut short; nothing of it is stored.
+   */
+  readonly modelTimeout?: Duration.DurationInput | undefined
+  /**
+   * The most a streamed model reply may hold, in characters: the text,
+   * reasoning and tool-call arguments it streams, and 64 for each event
+   * besides (default 16,777,216). A reply that goes past it is cut off there
+   * (the provider's stream is closed) and fails the model call with
+   * `ModelReplyError` (`"TooLarge"`); nothing of it is stored. It bounds the
+   * memory a provider that never ends its stream can take.
+   */
+  readonly maxReplyChars?: number | undefined
+  /**
    * Give every hook, model call and tool call its own span (`Middleware.<hook>`,
    * `Agent.modelCall`, `Agent.toolCall`). By default they are made
    * when a tracer other than Effect's built-in one is installed (e.g. an
@@ -638,6 +656,8 @@ const optionKeys = Object.keys(
     maxInputParts: true,
     toolTimeout: true,
     toolTimeouts: true,
+    modelTimeout: true,
+    maxReplyChars: true,
     spans: true,
     provide: true
   } satisfies { readonly [K in keyof Options<any, any, any, any>]-?: true }
@@ -802,6 +822,9 @@ export type Requirements<Mws extends ReadonlyArray<Middleware.Any>, TR, LA = nev
   | LR
   | ([LA] extends [never] ? never : Scope.Scope)
 
+/** The default of `maxReplyChars`: 16 Mi characters (a reply of ~4 million tokens). */
+const defaultMaxReplyChars = 16_777_216
+
 /** The agent of `options`, built in the context `make` runs in (with its `provide` layer's services). */
 const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, any, any, any>) =>
   Effect.gen(function*() {
@@ -849,6 +872,14 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
         reason: `maxInputParts must be a whole number of at least 1, got ${describeValue(maxInputParts)}`
       })
     }
+    const maxReplyChars = options.maxReplyChars ?? defaultMaxReplyChars
+    if (!Number.isInteger(maxReplyChars) || maxReplyChars < 1) {
+      return yield* new AgentError.AgentConfigError({
+        reason: `maxReplyChars must be a whole number of at least 1, got ${describeValue(maxReplyChars)}`
+      })
+    }
+    const modelTimeout = durationOf("modelTimeout", options.modelTimeout)
+    if (modelTimeout instanceof AgentError.AgentConfigError) return yield* modelTimeout
     const layout = yield* AgentState.layout(middleware)
     const context = yield* Effect.context<never>()
     const tools: Array<ToolEntry> = []
@@ -899,6 +930,8 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
       toolConcurrency,
       inputLimits: { maxChars: maxInputChars, maxMessages: maxInputMessages, maxParts: maxInputParts },
       toolTimeout: timeouts,
+      modelTimeout,
+      maxReplyChars,
       spans: options.spans,
       model,
       checkpointer,

@@ -436,7 +436,11 @@ export class InvalidInput extends Schema.TaggedError<InvalidInput>(
  * - `"Empty"`: the reply finished with no answer in it: no text (blank text
  *   counts as none), no file and no tool call for the agent to run — e.g. only
  *   reasoning, only a provider-executed tool call, or nothing after running
- *   out of output tokens (`finishReason` says which).
+ *   out of output tokens (`finishReason` says which);
+ * - `"TooLarge"`: a streamed reply went past the agent's `maxReplyChars` and
+ *   was cut off there;
+ * - `"TimedOut"`: the model call did not end within the agent's
+ *   `modelTimeout`.
  *
  * `text` is the text the reply carried (for a truncated stream, what was
  * streamed before it ended), so nothing streamed is silently lost.
@@ -447,7 +451,7 @@ export class InvalidInput extends Schema.TaggedError<InvalidInput>(
 export class ModelReplyError extends Schema.TaggedError<ModelReplyError>(
   "@stepwise-agent/core/AgentError/ModelReplyError"
 )("ModelReplyError", {
-  reason: Schema.Literal("Truncated", "NotAStream", "Empty"),
+  reason: Schema.Literal("Truncated", "NotAStream", "Empty", "TooLarge", "TimedOut"),
   /** The model call (from 0) whose reply this was. */
   step: Schema.JsonNumber,
   streamed: Schema.Boolean,
@@ -477,6 +481,11 @@ export class ModelReplyError extends Schema.TaggedError<ModelReplyError>(
       case "Empty":
         return `${call} has no text and no tool calls (finish reason "${this.finishReason ?? "unknown"}"; ` +
           `received: ${received})${error}`
+      case "TooLarge":
+        return `${call} went past the agent's maxReplyChars and was cut off there, after ${this.text.length} ` +
+          `characters of text (received: ${received})`
+      case "TimedOut":
+        return `${call} did not end within the agent's modelTimeout (received: ${received})`
     }
   }
 }

@@ -200,6 +200,23 @@ describe("drain", () => {
       assert.isTrue(Exit.isFailure(exit) && Cause.isDie(exit.cause))
       assert.deepStrictEqual(log, ["outer Failure"])
     }))
+
+  it.effect("stops an endless stream where onChunk gives an error, runs its finalizers, and fails with that error", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      let pulled = 0
+      const stream = Stream.forever(Stream.make(1)).pipe(
+        Stream.tap(() => Effect.sync(() => pulled++)),
+        Stream.ensuringWith((exit) => Effect.sync(() => log.push(`outer ${exit._tag}`)))
+      )
+      let seen = 0
+      const exit = yield* Effect.exit(drain(stream, (chunk) => {
+        seen += Chunk.size(chunk)
+      }, () => seen >= 3 ? "enough" : undefined))
+      assert.deepStrictEqual(exit, Exit.fail("enough"))
+      assert.strictEqual(pulled, 3)
+      assert.deepStrictEqual(log, ["outer Failure"])
+    }))
 })
 
 describe("PullScope", () => {

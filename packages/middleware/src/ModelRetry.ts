@@ -99,10 +99,12 @@ export interface Options {
  * reason `StatusCode`), a 2xx response whose body could not be read
  * (`HttpResponseError` with reason `Decode`: a connection dropped mid-stream
  * or a body cut short), and a `ModelReplyError` — a reply truncated, not a
- * stream, or empty — unless it is empty because the model was stopped on
- * purpose (finish reason `"length"` or `"content-filter"`: the same request
- * would stop the same way). Malformed output, other 4xx responses and
- * encoding errors are not retried: they would fail the same way again.
+ * stream, empty, or a call past the agent's `modelTimeout` — unless it is
+ * empty because the model was stopped on purpose (finish reason `"length"` or
+ * `"content-filter"`: the same request would stop the same way). Malformed
+ * output, other 4xx responses, encoding errors and a reply past the agent's
+ * `maxReplyChars` are not retried: they would fail the same way again, or at
+ * the same cost.
  *
  * @example
  * ```ts
@@ -120,6 +122,7 @@ export interface Options {
  */
 export const isRetryable = (error: Failure): boolean => {
   if (error._tag === "ModelReplyError") {
+    if (error.reason === "TooLarge") return false
     return error.reason !== "Empty" || (error.finishReason !== "length" && error.finishReason !== "content-filter")
   }
   const failure = AiFailure.classify(error)

@@ -1,6 +1,6 @@
-import { AiError } from "@effect/ai"
+import { AiError, LanguageModel, Response } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, AgentEvent, Middleware } from "@stepwise-agent/core"
+import { Agent, AgentError, AgentEvent, Middleware } from "@stepwise-agent/core"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Chunk, Duration, Effect, Exit, Fiber, Option, Schedule, Stream, TestClock } from "effect"
 import * as Schema from "effect/Schema"
@@ -287,5 +287,49 @@ describe("ModelRetry", () => {
           assert.deepStrictEqual(yield* invalid(options), ["InvalidOptions", option])
         }))
     }
+  })
+})
+
+describe("ModelRetry and the agent's modelTimeout", () => {
+  it.live("a model call past modelTimeout is retried, and the next attempt answers", () =>
+    Effect.gen(function*() {
+      let calls = 0
+      const model = {
+        generateText: () =>
+          Effect.suspend(() =>
+            calls++ === 0
+              ? Effect.never
+              : Effect.succeed(
+                new LanguageModel.GenerateTextResponse([
+                  Response.makePart("text", { text: "answered" }),
+                  Response.makePart("finish", {
+                    reason: "stop",
+                    usage: new Response.Usage({ inputTokens: 1, outputTokens: 1, totalTokens: 2 })
+                  })
+                ] as Array<Response.Part<any>>)
+              )
+          ),
+        streamText: () => Stream.never,
+        generateObject: () => Effect.dieMessage("not used")
+      } as unknown as LanguageModel.Service
+      const retry = ModelRetry.middleware({ maxRetries: 2, initialDelay: "1 millis", jitter: false })
+      const agent = yield* Agent.make({ middleware: [retry], modelTimeout: "50 millis" }).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, model)
+      )
+      const result = yield* agent.run("go", { threadId: "t" })
+      assert.strictEqual(result._tag === "Completed" ? result.text : undefined, "answered")
+      assert.strictEqual(calls, 2)
+    }))
+
+  it("is not retried past maxReplyChars: the same stream would cost as much again", () => {
+    const error = new AgentError.ModelReplyError({
+      reason: "TooLarge",
+      step: 0,
+      streamed: true,
+      text: "",
+      received: []
+    })
+    assert.isFalse(ModelRetry.isRetryable(error))
+    assert.isTrue(ModelRetry.isRetryable(new AgentError.ModelReplyError({ ...error, reason: "TimedOut" })))
   })
 })

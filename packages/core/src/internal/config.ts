@@ -34,6 +34,10 @@ export interface LoopConfig {
   readonly inputLimits: InputLimits
   /** The timeout of each tool (the `toolTimeout` and `toolTimeouts` options), for hooks that run calls themselves. */
   readonly toolTimeout?: ((toolName: string) => Duration.Duration | undefined) | undefined
+  /** The longest one model call may take (`modelTimeout`; `undefined`: no limit). */
+  readonly modelTimeout: Duration.Duration | undefined
+  /** The most characters a streamed reply may hold (`maxReplyChars`). */
+  readonly maxReplyChars: number
   readonly model: LanguageModel.Service
   readonly checkpointer: Checkpointer.Service
   /**

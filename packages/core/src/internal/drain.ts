@@ -15,7 +15,9 @@ import { PullScope } from "./fast/pullScope.js"
 
 /**
  * Runs `stream` to its end, handing each chunk to `onChunk` (synchronous),
- * in the calling fiber. `Stream.run*` in effect 3.22 runs its channel executor in a forked
+ * in the calling fiber; `stop`, asked after each chunk, may end it early
+ * with an error, which `drain` fails with once the stream's finalizers ran.
+ * `Stream.run*` in effect 3.22 runs its channel executor in a forked
  * fiber and copies the fiber refs back (~250 µs per run here, more the more
  * fiber refs are set); pulling from the channel in a scope of our own does
  * not. The stream's finalizers run when it ends, fails or is interrupted,
@@ -26,17 +28,19 @@ import { PullScope } from "./fast/pullScope.js"
  * `acquireUseRelease` around the pull (19 of the 155 Effect operations of a
  * drained one-chunk stream).
  */
-export const drain = <A, E, R>(
+export const drain = <A, E, R, E2 = never>(
   stream: Stream.Stream<A, E, R>,
-  onChunk: (chunk: Chunk.Chunk<A>) => void
-): Effect.Effect<void, E, R> =>
+  onChunk: (chunk: Chunk.Chunk<A>) => void,
+  stop?: () => E2 | undefined
+): Effect.Effect<void, E | E2, R> =>
   Effect.uninterruptibleMask((restore) => {
     const scope = new PullScope()
     return Effect.flatMap(Channel.toPullIn(Stream.toChannel(stream), scope), (pull) => {
-      const next: Effect.Effect<void, E, R> = Effect.flatMap(pull, (step) => {
+      const next: Effect.Effect<void, E | E2, R> = Effect.flatMap(pull, (step) => {
         if (step._tag === "Left") return Effect.void
         onChunk(step.right)
-        return next
+        const stopped = stop?.()
+        return stopped === undefined ? next : Effect.fail(stopped)
       })
       return Effect.matchCauseEffect(restore(next), {
         onFailure: (cause) =>
@@ -47,7 +51,7 @@ export const drain = <A, E, R>(
         onSuccess: () => scope.close(Exit.void)
       })
     })
-  }) as Effect.Effect<void, E, R>
+  }) as Effect.Effect<void, E | E2, R>
 
 /**
  * The stream of what `start` emits while it runs in a fiber of its own

@@ -11,6 +11,7 @@ import * as Response from "@effect/ai/Response"
 import * as Tool from "@effect/ai/Tool"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
@@ -113,6 +114,32 @@ const cutShort = Response.makePart("finish", {
   usage: new Response.Usage({ inputTokens: undefined, outputTokens: undefined, totalTokens: undefined })
 })
 
+/**
+ * What a streamed part counts toward `maxReplyChars`: the text, reasoning or
+ * tool-call arguments it carries, and 64 for the event itself.
+ */
+const sizeOf = (part: Response.AnyPart): number => {
+  switch (part.type) {
+    case "text-delta":
+    case "reasoning-delta":
+    case "tool-params-delta":
+      return 64 + part.delta.length
+    case "text":
+    case "reasoning":
+      return 64 + part.text.length
+    default:
+      return 64
+  }
+}
+
+/** `effect`, failing with `onTimeout()` (and interrupted) past `timeout`; as it is without one. */
+const timedOutAfter = <A, E, R>(
+  effect: Effect.Effect<A, E, R>,
+  timeout: Duration.Duration | undefined,
+  onTimeout: () => ModelReplyError
+): Effect.Effect<A, E | ModelReplyError, R> =>
+  timeout === undefined ? effect : Effect.timeoutFail(effect, { duration: timeout, onTimeout })
+
 export const make = (config: Compiled) => {
   const { toolNames, wrapModel, wrapStream } = config
   const invalidCall = invalidCallOf(config)
@@ -166,6 +193,26 @@ export const make = (config: Compiled) => {
       })
     }
     return { message, toolCalls: toolCallsOf(message), usage: finish.usage, finishReason: finish.reason, offeredTools }
+  }
+
+  /**
+   * The failure of a reply cut off for `reason` (past `maxReplyChars`, or
+   * `modelTimeout`), with the text it had received and the kinds of its parts.
+   */
+  const cutOff = (
+    reason: "TooLarge" | "TimedOut",
+    received: ReadonlyArray<Response.AnyPart>,
+    step: number,
+    streamed: boolean
+  ): ModelReplyError => {
+    const parts = closeBlocks(received)
+    return new ModelReplyError({
+      reason,
+      step,
+      streamed,
+      text: AgentResult.lastText([assistantMessage(parts) ?? streamedMessage(parts)]),
+      received: Array.from(new Set(received.map((part) => part.type)))
+    })
   }
 
   /** {@link judge} as an `Either`. */
@@ -261,19 +308,26 @@ export const make = (config: Compiled) => {
           // a stream stops at the part that failed: its finish part never comes
           parts.some((part) => part.type === "finish") ? parts : [...parts, cutShort])
     }
+    const timeout = config.modelTimeout
     const response: Effect.Effect<Middleware.ModelResponse, AiError.AiError | ModelReplyError> = emit === undefined
       ? Effect.matchCauseEffect(
-        model.generateText(options) as Effect.Effect<LanguageModel.GenerateTextResponse<any>, AiError.AiError>,
+        timedOutAfter(
+          model.generateText(options) as Effect.Effect<LanguageModel.GenerateTextResponse<any>, AiError.AiError>,
+          timeout,
+          () => cutOff("TimedOut", [], request.step, false)
+        ),
         {
           // one handler for both outcomes, rather than a chain of four combinators: fewer fiber
           // operations per step. Credentials never leave in a failure.
           onFailure: (cause) => {
             const failure = Cause.failureOrCause(Secrets.scrubCause(cause))
             return Either.isLeft(failure)
-              ? Effect.flatMap(
-                recover(failure.left, []),
-                (parts) => generatedReply(parts, request.step, offeredTools)
-              )
+              ? failure.left instanceof ModelReplyError
+                ? Effect.fail(failure.left)
+                : Effect.flatMap(
+                  recover(failure.left, []),
+                  (parts) => generatedReply(parts, request.step, offeredTools)
+                )
               : Effect.failCause(failure.right)
           },
           onSuccess: (response) => generatedReply(response.content, request.step, offeredTools)
@@ -317,20 +371,36 @@ export const make = (config: Compiled) => {
           const judgement = toModelResponse(received, request.step, true, offeredTools)
           return Either.isLeft(judgement) ? attemptFailed(judgement.left) : Effect.succeed(judgement.right)
         }
+        // how much the reply holds so far, bounded by `maxReplyChars`
+        let size = 0
         // one handler for both outcomes, as for a generated reply: fewer fiber operations per step
         return Effect.matchCauseEffect(
-          drain(parts, (chunk) => {
-            for (const part of chunk) {
-              collected.push(part)
-              if (part.type === "text-delta") emit(AgentEvent.TextDelta({ step: request.step, delta: part.delta }))
-            }
-          }),
+          timedOutAfter(
+            drain(
+              parts,
+              (chunk) => {
+                for (const part of chunk) {
+                  collected.push(part)
+                  size += sizeOf(part)
+                  if (part.type === "text-delta") emit(AgentEvent.TextDelta({ step: request.step, delta: part.delta }))
+                }
+              },
+              () => size > config.maxReplyChars ? cutOff("TooLarge", collected, request.step, true) : undefined
+            ),
+            timeout,
+            () => cutOff("TimedOut", collected, request.step, true)
+          ),
           {
             // credentials never leave in a failure
             onFailure: (cause) => {
               const failure = Cause.failureOrCause(Secrets.scrubCause(cause))
               return Either.isLeft(failure)
-                ? Effect.matchEffect(recover(failure.left, collected), { onFailure: attemptFailed, onSuccess: judged })
+                ? failure.left instanceof ModelReplyError
+                  ? attemptFailed(failure.left)
+                  : Effect.matchEffect(recover(failure.left, collected), {
+                    onFailure: attemptFailed,
+                    onSuccess: judged
+                  })
                 : Effect.failCause(failure.right)
             },
             onSuccess: () => judged(collected)

@@ -161,7 +161,9 @@ export const retrying = <A, F, E, R>(options: {
 const replyProblems: Record<ModelReplyError["reason"], string> = {
   Truncated: "truncated reply",
   NotAStream: "reply not a stream",
-  Empty: "empty reply"
+  Empty: "empty reply",
+  TooLarge: "reply too large",
+  TimedOut: "model call timed out"
 }
 
 /**
