@@ -35,6 +35,7 @@ import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import type * as Agent from "./Agent.js"
+import * as AgentError from "./AgentError.js"
 import { describeParseError } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import type * as AgentResult from "./AgentResult.js"
@@ -948,7 +949,25 @@ export const toJsonl = (record: RunRecord): string => {
 export interface FromJsonlOptions {
   /** The longest line read, in characters (default 16 MiB): a longer one fails with `TooLong` before it is parsed. */
   readonly maxLineLength?: number | undefined
+  /**
+   * The most characters the whole input may hold (default 512 MiB): a longer
+   * one fails with `TooLong` where it goes past, so an endless stream of
+   * valid lines cannot take all the memory.
+   */
+  readonly maxLength?: number | undefined
 }
+
+/** A positive whole number of characters, or why `value` is not one. */
+const lengthOption = (option: string, value: unknown, fallback: number): number | AgentError.InvalidOptions =>
+  value === undefined
+    ? fallback
+    : typeof value === "number" && Number.isSafeInteger(value) && value >= 1
+    ? value
+    : new AgentError.InvalidOptions({
+      module: "RunRecord",
+      option: `fromJsonl.${option}`,
+      reason: `must be a whole number of at least 1, got ${describeValue(value)}`
+    })
 
 const decodeHeader = Schema.decodeUnknownEither(Header)
 const decodeEntry = Schema.decodeUnknownEither(Entry)
@@ -1014,13 +1033,27 @@ const chunked = (text: string): Stream.Stream<string> =>
  * @since 0.1.0
  * @category decoding
  */
-export const fromJsonl = <E = never, R = never>(
+export function fromJsonl<E = never, R = never>(
+  input: string | Stream.Stream<string, E, R>
+): Effect.Effect<RunRecord, RunRecordError | E, R>
+export function fromJsonl<E = never, R = never>(
+  input: string | Stream.Stream<string, E, R>,
+  options: FromJsonlOptions | undefined
+): Effect.Effect<RunRecord, RunRecordError | AgentError.InvalidOptions | E, R>
+export function fromJsonl<E = never, R = never>(
   input: string | Stream.Stream<string, E, R>,
   options?: FromJsonlOptions
-): Effect.Effect<RunRecord, RunRecordError | E, R> => {
-  const maxLineLength = options?.maxLineLength ?? 16 * 1024 * 1024
+): Effect.Effect<RunRecord, RunRecordError | AgentError.InvalidOptions | E, R> {
+  const unknown = AgentError.unknownOption("RunRecord", options, ["maxLineLength", "maxLength"], "fromJsonl")
+  if (unknown !== undefined) return Effect.fail(unknown)
+  const maxLineLength = lengthOption("maxLineLength", options?.maxLineLength, 16 * 1024 * 1024)
+  if (maxLineLength instanceof AgentError.InvalidOptions) return Effect.fail(maxLineLength)
+  const maxLength = lengthOption("maxLength", options?.maxLength, 512 * 1024 * 1024)
+  if (maxLength instanceof AgentError.InvalidOptions) return Effect.fail(maxLength)
   const source = typeof input === "string" ? chunked(input) : input
   return Effect.suspend(() => {
+    /** The characters read so far. */
+    let length = 0
     let header: Header | undefined
     const entries: Array<Entry> = []
     let pending = ""
@@ -1058,6 +1091,16 @@ export const fromJsonl = <E = never, R = never>(
         detail: `the line is longer than ${maxLineLength} characters`
       })
     const chunk = (text: string): Effect.Effect<void, RunRecordError> => {
+      length += text.length
+      if (length > maxLength) {
+        return Effect.fail(
+          new RunRecordError({
+            reason: "TooLong",
+            line: line + 1,
+            detail: `the record is longer than ${maxLength} characters`
+          })
+        )
+      }
       let start = 0
       for (let end = text.indexOf("\n"); end !== -1; end = text.indexOf("\n", start)) {
         const piece = pending + text.slice(start, end)

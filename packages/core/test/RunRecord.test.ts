@@ -146,6 +146,43 @@ describe("RunRecord", () => {
       assert.deepInclude(streamed, { reason: "TooLong", line: 1 })
     }))
 
+  it.effect("an endless stream of valid lines fails with TooLong past maxLength, where it goes past", () =>
+    Effect.gen(function*() {
+      const { record } = yield* recordRun()
+      const [header, ...rest] = RunRecord.toJsonl(record).split("\n").filter((line) => line !== "")
+      let read = 0
+      const endless = Stream.concat(
+        Stream.make(header + "\n"),
+        Stream.forever(Stream.fromIterable(rest.map((line) => line + "\n")))
+      ).pipe(Stream.tap((text) => Effect.sync(() => read += text.length)))
+      const error = yield* Effect.flip(RunRecord.fromJsonl(endless, { maxLength: 100_000 }))
+      assert.deepInclude(error, { _tag: "RunRecordError", reason: "TooLong" })
+      assert.include((error as RunRecord.RunRecordError).detail, "longer than 100000 characters")
+      assert.isAtMost(read, 100_000 + Math.max(...rest.map((line) => line.length + 1)))
+      // within it, the same input is read whole
+      const text = RunRecord.toJsonl(record)
+      assert.deepStrictEqual(yield* RunRecord.fromJsonl(text, { maxLength: text.length }), record)
+    }))
+
+  it.effect("options of the wrong kind or unknown fail with InvalidOptions naming them", () =>
+    Effect.gen(function*() {
+      const { record } = yield* recordRun()
+      const text = RunRecord.toJsonl(record)
+      for (
+        const [options, option] of [
+          [{ maxLength: 0 }, "fromJsonl.maxLength"],
+          [{ maxLength: "big" }, "fromJsonl.maxLength"],
+          [{ maxLineLength: Number.NaN }, "fromJsonl.maxLineLength"],
+          [{ maxLineLength: -1 }, "fromJsonl.maxLineLength"],
+          [{ maxLines: 3 }, "fromJsonl.maxLines"],
+          ["fast", "fromJsonl"]
+        ] as const
+      ) {
+        const error = yield* Effect.flip(RunRecord.fromJsonl(text, options as never))
+        assert.deepInclude(error, { _tag: "InvalidOptions", option }, JSON.stringify(options))
+      }
+    }))
+
   it.effect("a huge import leaves the event loop free between chunks", () =>
     Effect.gen(function*() {
       const { record } = yield* recordRun()
