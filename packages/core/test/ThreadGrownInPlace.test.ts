@@ -23,6 +23,12 @@ interface Kept {
   readonly early: ReadonlyArray<Prompt.Message> | undefined
 }
 
+/** The reply of model call `i` that calls `add`. */
+const callParts = (i: number): Array<Response.AnyPart> => [
+  Response.makePart("tool-call", { id: `c${i}`, name: "add", params: { a: i, b: 1 }, providerExecuted: false }),
+  Response.makePart("finish", { reason: "tool-calls", usage })
+]
+
 /** A model that calls `add` `toolSteps` times, then answers; it keeps every prompt, and reads some at once. */
 const keepingModel = (toolSteps: number, readNow: ReadonlyArray<boolean>, kept: Array<Kept>) => {
   let call = 0
@@ -34,15 +40,7 @@ const keepingModel = (toolSteps: number, readNow: ReadonlyArray<boolean>, kept: 
         kept.push({ prompt: options.prompt, length: early?.length ?? -1, early })
         return new LanguageModel.GenerateTextResponse(
           (i < toolSteps
-            ? [
-              Response.makePart("tool-call", {
-                id: `c${i}`,
-                name: "add",
-                params: { a: i, b: 1 },
-                providerExecuted: false
-              }),
-              Response.makePart("finish", { reason: "tool-calls", usage })
-            ]
+            ? callParts(i)
             : [
               Response.makePart("text", { text: `done after ${i}` }),
               Response.makePart("finish", { reason: "stop", usage })
@@ -55,15 +53,7 @@ const keepingModel = (toolSteps: number, readNow: ReadonlyArray<boolean>, kept: 
         kept.push({ prompt: options.prompt, length: -1, early: undefined })
         return Stream.fromIterable<Response.AnyPart>(
           i < toolSteps
-            ? [
-              Response.makePart("tool-call", {
-                id: `c${i}`,
-                name: "add",
-                params: { a: i, b: 1 },
-                providerExecuted: false
-              }),
-              Response.makePart("finish", { reason: "tool-calls", usage })
-            ]
+            ? callParts(i)
             : [
               Response.makePart("text-start", { id: "t" }),
               Response.makePart("text-delta", { id: "t", delta: `done after ${i}` }),
