@@ -15,12 +15,12 @@ const usage = new Response.Usage({ inputTokens: 1, outputTokens: 1, totalTokens:
 type Messages = ReadonlyArray<Prompt.Message>
 
 /** The parts of reply `i`: `calls` calls of `add` while `i < toolSteps`, then a text answer. */
-const reply = (i: number, toolSteps: number, calls: number): Array<Response.AnyPart> =>
+const reply = (i: number, toolSteps: number, calls: number, tag: string): Array<Response.AnyPart> =>
   (i < toolSteps
     ? [
       ...Array.from({ length: calls }, (_, j) =>
         Response.makePart("tool-call", {
-          id: `c${i}-${j}`,
+          id: `${tag}c${i}-${j}`,
           name: "add",
           params: { a: i, b: j },
           providerExecuted: false
@@ -32,8 +32,11 @@ const reply = (i: number, toolSteps: number, calls: number): Array<Response.AnyP
       Response.makePart("finish", { reason: "stop", usage })
     ]) as Array<Response.AnyPart>
 
-/** A model that calls `add` (`calls` at once) `toolSteps` times, then answers; it hands each prompt to `keep`. */
-const model = (toolSteps: number, calls: number, keep: (prompt: Prompt.Prompt) => void = () => {}) => {
+/**
+ * A model that calls `add` (`calls` at once) `toolSteps` times, then answers; it hands each prompt to `keep`.
+ * Its calls' ids start with `tag`.
+ */
+const model = (toolSteps: number, calls: number, keep: (prompt: Prompt.Prompt) => void = () => {}, tag = "") => {
   let call = 0
   return Layer.succeed(
     LanguageModel.LanguageModel,
@@ -41,12 +44,12 @@ const model = (toolSteps: number, calls: number, keep: (prompt: Prompt.Prompt) =
       generateText: (options: { readonly prompt: Prompt.Prompt }) =>
         Effect.sync(() => {
           keep(options.prompt)
-          return new LanguageModel.GenerateTextResponse(reply(call++, toolSteps, calls) as Array<Response.Part<any>>)
+          return new LanguageModel.GenerateTextResponse(reply(call++, toolSteps, calls, tag) as Array<Response.Part<any>>)
         }),
       streamText: (options: { readonly prompt: Prompt.Prompt }) =>
         Stream.suspend(() => {
           keep(options.prompt)
-          return Stream.fromIterable(reply(call++, toolSteps, calls))
+          return Stream.fromIterable(reply(call++, toolSteps, calls, tag))
         }),
       generateObject: () => Effect.dieMessage("not used")
     } as unknown as LanguageModel.Service
@@ -84,4 +87,123 @@ describe("a thread grown in place: an adversary finds nothing that changes", () 
       unchanged(held, result.state.messages, "guard's state")
       assert.strictEqual(result.state.messages.length, 8)
     }).pipe(Effect.provide(Layer.merge(Checkpointer.layerMemory, Calculator.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) })))))
+
+  it.effect("a store that keeps what it was given: checkpoints keep their length, a failed run leaves only what it saved", () =>
+    Effect.promise(() =>
+      FastCheck.assert(
+        FastCheck.asyncProperty(
+          FastCheck.record({
+            runs: FastCheck.array(
+              FastCheck.record({
+                toolSteps: FastCheck.integer({ min: 0, max: 4 }),
+                calls: FastCheck.integer({ min: 1, max: 3 }),
+                // the tool call of this step (counted over the run) interrupts the run, after its reply
+                interruptAt: FastCheck.option(FastCheck.integer({ min: 0, max: 4 }), { nil: undefined })
+              }),
+              { minLength: 1, maxLength: 3 }
+            ),
+            // how the store takes a save: kept as it came, or built at once (`Checkpointer.build`) and kept
+            appendOnly: FastCheck.boolean(),
+            // which saves the store reads at once (the rest it reads only at the end)
+            readNow: FastCheck.array(FastCheck.boolean(), { minLength: 1, maxLength: 4 }),
+            stream: FastCheck.boolean()
+          }),
+          async (plan) => {
+            /** Each save: what the store keeps, its length then, and its encoded thread if read then. */
+            const saves: Array<{
+              readonly deferred: Checkpointer.DeferredCheckpoint | undefined
+              readonly whole: Checkpointer.Checkpoint
+              readonly length: number
+              readonly text: string | undefined
+            }> = []
+            let last: Checkpointer.Checkpoint | undefined
+            const keep = (deferred: Checkpointer.DeferredCheckpoint) =>
+              Effect.sync(() => {
+                const readNow = plan.readNow[saves.length % plan.readNow.length]!
+                const whole = plan.appendOnly && !readNow
+                  // a checkpoint whose messages are read only when asked for
+                  ? {
+                    ...deferred.checkpoint,
+                    get messages() {
+                      return deferred.messages()
+                    }
+                  } as Checkpointer.Checkpoint
+                  : Checkpointer.build(deferred)
+                saves.push({
+                  deferred,
+                  whole,
+                  length: deferred.length,
+                  text: readNow ? JSON.stringify(deferred.messages()) : undefined
+                })
+                last = whole
+              })
+            const store = Checkpointer.make(
+              plan.appendOnly
+                ? {
+                  load: () => Effect.sync(() => Option.fromNullable(last)),
+                  delete: () => Effect.void,
+                  append: (_, deferred) => keep(deferred)
+                }
+                : {
+                  load: () => Effect.sync(() => Option.fromNullable(last)),
+                  delete: () => Effect.void,
+                  save: (_, checkpoint) => keep(Checkpointer.deferred(checkpoint))
+                }
+            )
+            const results: Array<Given> = []
+            for (const [r, run] of plan.runs.entries()) {
+              let toolStep = 0
+              const handlers = Calculator.toLayer({
+                add: ({ a, b }) =>
+                  Effect.suspend(() =>
+                    b === 0 && toolStep++ === run.interruptAt ? Effect.interrupt : Effect.succeed(a + b)
+                  )
+              })
+              const exit = await Effect.runPromiseExit(
+                Effect.gen(function*() {
+                  const agent = yield* Agent.make({ toolkit: Calculator })
+                  if (!plan.stream) return (yield* agent.run("add", { threadId: "k" })).state.messages
+                  const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("add", { threadId: "k" })))
+                  const end = events.at(-1) as { readonly result: { readonly state: { readonly messages: Messages } } }
+                  return end.result.state.messages
+                }).pipe(
+                  Effect.provide(Layer.mergeAll(
+                    model(run.toolSteps, run.calls, undefined, `r${r}`),
+                    handlers,
+                    Layer.succeed(Checkpointer.Checkpointer, store)
+                  ))
+                )
+              )
+              if (Exit.isSuccess(exit)) results.push(given(exit.value))
+              // the store holds what the run's last save held: a failed run's reply is in no save
+              const stored = last === undefined ? 0 : last.messages.length
+              assert.strictEqual(stored, saves.at(-1)?.length ?? 0)
+              if (Exit.isFailure(exit) && run.interruptAt !== undefined && run.interruptAt < run.toolSteps) {
+                // the reply whose call was interrupted was never saved
+                const interrupted = `r${r}c${run.interruptAt}-`
+                assert.isFalse(JSON.stringify(last?.messages ?? []).includes(interrupted), "an unsaved reply is stored")
+              }
+            }
+            const final = JSON.parse(JSON.stringify(last?.messages ?? [])) as Array<unknown>
+            saves.forEach((save, i) => {
+              const messages = save.whole.messages
+              assert.strictEqual(messages.length, save.length, `save ${i}: its messages`)
+              if (save.text !== undefined) assert.strictEqual(JSON.stringify(messages), save.text, `save ${i}`)
+              if (save.deferred !== undefined) {
+                assert.strictEqual(save.deferred.length, save.length, `save ${i}: its length`)
+                assert.strictEqual(save.deferred.messages().length, save.length, `save ${i}: messages()`)
+                const from = Math.min(1, save.length)
+                assert.strictEqual(save.deferred.from(from).length, save.length - from, `save ${i}: from(${from})`)
+                assert.strictEqual(save.deferred.from(0).length, save.length, `save ${i}: from(0)`)
+              }
+              // every save is a prefix of the last (each run goes on from the thread the last one saved)
+              assert.deepStrictEqual(JSON.parse(JSON.stringify(messages)), final.slice(0, save.length), `save ${i}`)
+            })
+            for (const result of results) assert.strictEqual(result.messages.length, result.length)
+          }
+        ),
+        { numRuns: 40 }
+      )
+    ))
 })
+
