@@ -205,5 +205,149 @@ describe("a thread grown in place: an adversary finds nothing that changes", () 
         { numRuns: 40 }
       )
     ))
+
+  it.effect("a model that keeps its prompts reads each one, however and whenever, as the call saw it", () =>
+    Effect.promise(() =>
+      FastCheck.assert(
+        FastCheck.asyncProperty(
+          FastCheck.record({
+            toolSteps: FastCheck.integer({ min: 0, max: 4 }),
+            calls: FastCheck.integer({ min: 1, max: 3 }),
+            system: FastCheck.boolean(),
+            stream: FastCheck.boolean(),
+            // what the model does with each prompt at its call (cycled)
+            atCall: FastCheck.array(
+              FastCheck.constantFrom(
+                "nothing",
+                "read",
+                "freeze",
+                "seal",
+                "write",
+                "replace",
+                "spread",
+                "make",
+                "encode",
+                "json"
+              ),
+              { minLength: 1, maxLength: 4 }
+            )
+          }),
+          async (plan) => {
+            const kept: Array<{
+              readonly prompt: Prompt.Prompt
+              readonly early: Messages | undefined
+              /** What the model set its prompt's content to before reading it. */
+              readonly replaced: Messages | undefined
+            }> = []
+            const keep = (prompt: Prompt.Prompt) => {
+              const how = plan.atCall[kept.length % plan.atCall.length]!
+              let early: Messages | undefined
+              let replaced: Messages | undefined
+              switch (how) {
+                case "read":
+                  early = prompt.content
+                  break
+                case "freeze":
+                  early = Object.freeze(prompt).content
+                  break
+                case "seal":
+                  early = Object.seal(prompt).content
+                  break
+                case "write":
+                  // what a model that rewrites its prompt's content in place sees
+                  ;(prompt as { content: Messages }).content = prompt.content.slice()
+                  early = prompt.content
+                  break
+                case "replace":
+                  // set before it is read, as on any prompt
+                  replaced = []
+                  ;(prompt as { content: Messages }).content = replaced
+                  early = prompt.content
+                  break
+                case "spread":
+                  early = { ...prompt }.content
+                  break
+                case "make":
+                  early = Prompt.make(prompt).content
+                  break
+                case "encode":
+                  early = Schema.decodeSync(Prompt.Prompt)(Schema.encodeSync(Prompt.Prompt)(prompt)).content
+                  break
+                case "json":
+                  early = (JSON.parse(JSON.stringify(prompt)) as { readonly content: Messages }).content
+                  break
+              }
+              kept.push({ prompt, early, replaced })
+            }
+            const messages = await Effect.runPromise(
+              Effect.gen(function*() {
+                const agent = yield* Agent.make({
+                  toolkit: Calculator,
+                  ...(plan.system ? { systemPrompt: "You add." } : {})
+                })
+                if (!plan.stream) return (yield* agent.run("add", { threadId: "p" })).state.messages
+                const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("add", { threadId: "p" })))
+                return (events.at(-1) as { readonly result: { readonly state: { readonly messages: Messages } } }).result
+                  .state.messages
+              }).pipe(
+                Effect.provide(Layer.mergeAll(
+                  model(plan.toolSteps, plan.calls, keep),
+                  Calculator.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) }),
+                  Checkpointer.layerMemory
+                ))
+              )
+            )
+            const offset = plan.system ? 1 : 0
+            assert.deepStrictEqual(
+              kept.map((k, i) => k.replaced === undefined ? k.prompt.content.length - offset : 1 + 2 * i),
+              Array.from({ length: plan.toolSteps + 1 }, (_, i) => 1 + 2 * i)
+            )
+            kept.forEach((k, i) => {
+              if (k.replaced !== undefined) {
+                assert.strictEqual(k.prompt.content, k.replaced)
+                assert.strictEqual(k.early, k.replaced)
+                return
+              }
+              // read now, after the run: the thread as it was at the call, by any reading
+              const readings: ReadonlyArray<Messages> = [
+                k.prompt.content,
+                { ...k.prompt }.content,
+                Prompt.make(k.prompt).content,
+                Prompt.merge(k.prompt, Prompt.empty).content,
+                Schema.encodeSync(Prompt.Prompt)(k.prompt).content as unknown as Messages
+              ]
+              for (const content of readings) assert.strictEqual(content.length, offset + 1 + 2 * i, `prompt ${i}`)
+              assert.isTrue(Prompt.isPrompt(k.prompt))
+              assert.strictEqual(
+                (JSON.parse(JSON.stringify(k.prompt)) as { readonly content: Messages }).content.length,
+                offset + 1 + 2 * i
+              )
+              if (k.early !== undefined) {
+                assert.strictEqual(k.early.length, k.prompt.content.length, `prompt ${i} read at its call`)
+              }
+              k.prompt.content.slice(offset).forEach((message, j) => assert.strictEqual(message, messages[j]))
+            })
+          }
+        ),
+        { numRuns: 60 }
+      )
+    ))
+
+  it.effect("a watcher that freezes the state a ModelRequestSent reports reads it as the call saw it", () =>
+    Effect.gen(function*() {
+      const agent = yield* Agent.make({ toolkit: Calculator }).pipe(Effect.provide(model(3, 2)))
+      const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("add", { threadId: "w" })))
+      const held: Array<Given> = []
+      for (const event of events) {
+        if (event._tag !== "ModelRequestSent") continue
+        // a UI store that freezes what it keeps (as immer does a plain object) before reading it
+        const state = Object.freeze(event.state as { readonly messages: Messages })
+        held.push(given(state.messages))
+        assert.strictEqual(state.messages, state.messages, "a state's messages are one array")
+      }
+      const end = events.at(-1) as { readonly result: { readonly state: { readonly messages: Messages } } }
+      assert.deepStrictEqual(held.map((h) => h.length), [1, 3, 5, 7])
+      unchanged(held, end.result.state.messages, "watcher's state")
+    }).pipe(Effect.provide(Layer.merge(Checkpointer.layerMemory, Calculator.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) })))))
 })
 
