@@ -44,7 +44,9 @@ const model = (toolSteps: number, calls: number, keep: (prompt: Prompt.Prompt) =
       generateText: (options: { readonly prompt: Prompt.Prompt }) =>
         Effect.sync(() => {
           keep(options.prompt)
-          return new LanguageModel.GenerateTextResponse(reply(call++, toolSteps, calls, tag) as Array<Response.Part<any>>)
+          return new LanguageModel.GenerateTextResponse(
+            reply(call++, toolSteps, calls, tag) as Array<Response.Part<any>>
+          )
         }),
       streamText: (options: { readonly prompt: Prompt.Prompt }) =>
         Stream.suspend(() => {
@@ -86,7 +88,10 @@ describe("a thread grown in place: an adversary finds nothing that changes", () 
       assert.deepStrictEqual(held.map((h) => h.length), [2, 4, 6])
       unchanged(held, result.state.messages, "guard's state")
       assert.strictEqual(result.state.messages.length, 8)
-    }).pipe(Effect.provide(Layer.merge(Checkpointer.layerMemory, Calculator.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) })))))
+    }).pipe(Effect.provide(Layer.merge(
+      Checkpointer.layerMemory,
+      Calculator.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) })
+    ))))
 
   it.effect("a store that keeps what it was given: checkpoints keep their length, a failed run leaves only what it saved", () =>
     Effect.promise(() =>
@@ -287,7 +292,8 @@ describe("a thread grown in place: an adversary finds nothing that changes", () 
                 })
                 if (!plan.stream) return (yield* agent.run("add", { threadId: "p" })).state.messages
                 const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("add", { threadId: "p" })))
-                return (events.at(-1) as { readonly result: { readonly state: { readonly messages: Messages } } }).result
+                return (events.at(-1) as { readonly result: { readonly state: { readonly messages: Messages } } })
+                  .result
                   .state.messages
               }).pipe(
                 Effect.provide(Layer.mergeAll(
@@ -348,6 +354,10 @@ describe("a thread grown in place: an adversary finds nothing that changes", () 
       const end = events.at(-1) as { readonly result: { readonly state: { readonly messages: Messages } } }
       assert.deepStrictEqual(held.map((h) => h.length), [1, 3, 5, 7])
       unchanged(held, end.result.state.messages, "watcher's state")
-    }).pipe(Effect.provide(Layer.merge(Checkpointer.layerMemory, Calculator.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) })))))
+    }).pipe(
+      Effect.provide(Layer.merge(
+        Checkpointer.layerMemory,
+        Calculator.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) })
+      ))
+    ))
 })
-
