@@ -74,24 +74,61 @@ const unchanged = (held: ReadonlyArray<Given>, final: Messages, what: string) =>
   })
 
 describe("a thread grown in place: an adversary finds nothing that changes", () => {
-  it.effect("a tool call guard set around the run keeps the state it was given", () =>
-    Effect.gen(function*() {
-      const held: Array<Given> = []
-      // a guard installed around the whole run (not by a `wrapToolCall` hook): the run has no hook at all
-      const guard: Middleware.ToolCallGuard = (request) =>
-        Effect.sync(() => {
-          held.push(given((request.state as { readonly messages: Messages }).messages))
-          return Option.none()
-        })
-      const agent = yield* Agent.make({ toolkit: Calculator }).pipe(Effect.provide(model(3, 1)))
-      const result = yield* agent.run("add", { threadId: "g" }).pipe(Middleware.guardToolCall(guard))
-      assert.deepStrictEqual(held.map((h) => h.length), [2, 4, 6])
-      unchanged(held, result.state.messages, "guard's state")
-      assert.strictEqual(result.state.messages.length, 8)
-    }).pipe(Effect.provide(Layer.merge(
-      Checkpointer.layerMemory,
-      Calculator.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) })
-    ))))
+  it.effect("a tool call guard set around the run keeps the state it was given, read at once or later", () =>
+    Effect.promise(() =>
+      FastCheck.assert(
+        FastCheck.asyncProperty(
+          FastCheck.record({
+            toolSteps: FastCheck.integer({ min: 1, max: 4 }),
+            calls: FastCheck.integer({ min: 1, max: 3 }),
+            readNow: FastCheck.array(FastCheck.boolean(), { minLength: 1, maxLength: 4 }),
+            stream: FastCheck.boolean()
+          }),
+          async (plan) => {
+            const requests: Array<{ readonly request: Middleware.ToolCallRequest; readonly now: Given | undefined }> =
+              []
+            // a guard installed around the whole run (not by a `wrapToolCall` hook): the run has no hook at all
+            const guard: Middleware.ToolCallGuard = (request) =>
+              Effect.sync(() => {
+                const now = plan.readNow[requests.length % plan.readNow.length]!
+                  ? given((request.state as { readonly messages: Messages }).messages)
+                  : undefined
+                requests.push({ request, now })
+                return Option.none()
+              })
+            const final = await Effect.runPromise(
+              Effect.gen(function*() {
+                const agent = yield* Agent.make({ toolkit: Calculator })
+                if (!plan.stream) return (yield* agent.run("add", { threadId: "g" })).state.messages
+                const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("add", { threadId: "g" })))
+                return (events.at(-1) as { readonly result: { readonly state: { readonly messages: Messages } } })
+                  .result
+                  .state.messages
+              }).pipe(
+                Middleware.guardToolCall(guard),
+                Effect.provide(Layer.mergeAll(
+                  model(plan.toolSteps, plan.calls),
+                  Checkpointer.layerMemory,
+                  Calculator.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) })
+                ))
+              )
+            )
+            assert.strictEqual(requests.length, plan.toolSteps * plan.calls)
+            const held = requests.map(({ now, request }) =>
+              now ?? given((request.state as { readonly messages: Messages }).messages)
+            )
+            // each call of a step was guarded with the thread as its reply left it
+            assert.deepStrictEqual(
+              held.map((h) => h.length),
+              Array.from({ length: plan.toolSteps * plan.calls }, (_, i) => 2 + 2 * Math.floor(i / plan.calls))
+            )
+            unchanged(held, final, "guard's state")
+            assert.strictEqual(final.length, 2 + 2 * plan.toolSteps)
+          }
+        ),
+        { numRuns: 40 }
+      )
+    ))
 
   it.effect("a store that keeps what it was given: checkpoints keep their length, a failed run leaves only what it saved", () =>
     Effect.promise(() =>
