@@ -397,4 +397,73 @@ describe("a thread grown in place: an adversary finds nothing that changes", () 
         Calculator.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) })
       ))
     ))
+
+  it.effect("forks of the thread and steering while the run grows it: forks and results keep what they were given", () =>
+    Effect.promise(() =>
+      FastCheck.assert(
+        FastCheck.asyncProperty(
+          FastCheck.record({
+            toolSteps: FastCheck.integer({ min: 1, max: 4 }),
+            // at each tool call (cycled): nothing, a fork by another agent on the same store, or a steering message
+            atCall: FastCheck.array(FastCheck.constantFrom("nothing", "fork", "steer"), { minLength: 1, maxLength: 4 }),
+            twoRuns: FastCheck.boolean()
+          }),
+          async (plan) => {
+            const forks: Array<Given & { readonly to: string }> = []
+            let calls = 0
+            let runner: Agent.Agent<any, any, any, any> | undefined
+            let other: Agent.Agent<any, any, any, any> | undefined
+            const handlers = Calculator.toLayer({
+              add: ({ a, b }) =>
+                Effect.gen(function*() {
+                  const what = plan.atCall[calls % plan.atCall.length]!
+                  const k = calls++
+                  if (what === "steer") yield* Effect.orDie(runner!.send("t", `steer ${k}`, { mode: "steer" }))
+                  if (what === "fork") {
+                    const stored = yield* Effect.orDie(runner!.thread("t"))
+                    if (Option.isSome(stored)) {
+                      const messages = (stored.value.state as { readonly messages: Messages }).messages
+                      const at = messages.filter((message) => message.role === "assistant").length
+                      const forked = yield* Effect.orDie(other!.fork("t", { to: `f${k}`, at }))
+                      forks.push({ ...given(forked.state.messages), to: `f${k}` })
+                    }
+                  }
+                  return a + b
+                })
+            })
+            const results = await Effect.runPromise(
+              Effect.gen(function*() {
+                runner = yield* Agent.make({ toolkit: Calculator }).pipe(Effect.provide(model(plan.toolSteps, 1)))
+                other = yield* Agent.make({ toolkit: Calculator }).pipe(Effect.provide(model(0, 1)))
+                const results: Array<Given> = []
+                for (let r = 0; r < (plan.twoRuns ? 2 : 1); r++) {
+                  if (r > 0) {
+                    runner = yield* Agent.make({ toolkit: Calculator }).pipe(Effect.provide(model(plan.toolSteps, 1)))
+                  }
+                  results.push(given((yield* runner.run(`add ${r}`, { threadId: "t" })).state.messages))
+                }
+                // each fork as stored now, after the source's runs: as its run left it
+                for (const [i, fork] of forks.entries()) {
+                  const stored = yield* runner.thread(fork.to)
+                  assert.isTrue(Option.isSome(stored), `fork ${i} stored`)
+                  const messages = (Option.getOrThrow(stored).state as { readonly messages: Messages }).messages
+                  assert.strictEqual(messages.length, fork.length, `fork ${i} as stored`)
+                }
+                return results
+              }).pipe(Effect.provide(Layer.mergeAll(handlers, Checkpointer.layerMemory)))
+            )
+            const final = results.at(-1)!.messages
+            for (const result of results) assert.strictEqual(result.messages.length, result.length)
+            const finalText = JSON.parse(JSON.stringify(final)) as Array<unknown>
+            forks.forEach((fork, i) => {
+              assert.strictEqual(fork.messages.length, fork.length, `fork ${i} changed length`)
+              // a fork is the source as stored then, and the fork's own reply
+              const source = JSON.parse(JSON.stringify(fork.messages.slice(0, -1))) as Array<unknown>
+              assert.deepStrictEqual(source, finalText.slice(0, source.length), `fork ${i}`)
+            })
+          }
+        ),
+        { numRuns: 25 }
+      )
+    ))
 })
