@@ -14,8 +14,17 @@ const usage = new Response.Usage({ inputTokens: 1, outputTokens: 1, totalTokens:
 
 type Messages = ReadonlyArray<Prompt.Message>
 
-/** The parts of reply `i`: `calls` calls of `add` while `i < toolSteps`, then a text answer. */
-const reply = (i: number, toolSteps: number, calls: number, tag: string): Array<Response.AnyPart> =>
+/**
+ * The parts of reply `i`: `calls` calls of `add` while `i < toolSteps`, then the answer: a text, or (`output`)
+ * a call of the structured output tool, with a wrong answer first when `output` is `"repaired"`.
+ */
+const reply = (
+  i: number,
+  toolSteps: number,
+  calls: number,
+  tag: string,
+  output: "none" | "valid" | "repaired"
+): Array<Response.AnyPart> =>
   (i < toolSteps
     ? [
       ...Array.from({ length: calls }, (_, j) =>
@@ -27,16 +36,32 @@ const reply = (i: number, toolSteps: number, calls: number, tag: string): Array<
         })),
       Response.makePart("finish", { reason: "tool-calls", usage })
     ]
+    : output !== "none"
+    ? [
+      Response.makePart("tool-call", {
+        id: `${tag}o${i}`,
+        name: "final_answer",
+        params: { answer: output === "repaired" && i === toolSteps ? "not a number" : i },
+        providerExecuted: false
+      }),
+      Response.makePart("finish", { reason: "tool-calls", usage })
+    ]
     : [
       Response.makePart("text", { text: `done after ${i}` }),
       Response.makePart("finish", { reason: "stop", usage })
     ]) as Array<Response.AnyPart>
 
 /**
- * A model that calls `add` (`calls` at once) `toolSteps` times, then answers; it hands each prompt to `keep`.
- * Its calls' ids start with `tag`.
+ * A model that calls `add` (`calls` at once) `toolSteps` times, then answers (see {@link reply}); it hands each
+ * prompt to `keep`. Its calls' ids start with `tag`.
  */
-const model = (toolSteps: number, calls: number, keep: (prompt: Prompt.Prompt) => void = () => {}, tag = "") => {
+const model = (
+  toolSteps: number,
+  calls: number,
+  keep: (prompt: Prompt.Prompt) => void = () => {},
+  tag = "",
+  output: "none" | "valid" | "repaired" = "none"
+) => {
   let call = 0
   return Layer.succeed(
     LanguageModel.LanguageModel,
@@ -45,13 +70,13 @@ const model = (toolSteps: number, calls: number, keep: (prompt: Prompt.Prompt) =
         Effect.sync(() => {
           keep(options.prompt)
           return new LanguageModel.GenerateTextResponse(
-            reply(call++, toolSteps, calls, tag) as Array<Response.Part<any>>
+            reply(call++, toolSteps, calls, tag, output) as Array<Response.Part<any>>
           )
         }),
       streamText: (options: { readonly prompt: Prompt.Prompt }) =>
         Stream.suspend(() => {
           keep(options.prompt)
-          return Stream.fromIterable(reply(call++, toolSteps, calls, tag))
+          return Stream.fromIterable(reply(call++, toolSteps, calls, tag, output))
         }),
       generateObject: () => Effect.dieMessage("not used")
     } as unknown as LanguageModel.Service
@@ -140,7 +165,9 @@ describe("a thread grown in place: an adversary finds nothing that changes", () 
                 toolSteps: FastCheck.integer({ min: 0, max: 4 }),
                 calls: FastCheck.integer({ min: 1, max: 3 }),
                 // the tool call of this step (counted over the run) interrupts the run, after its reply
-                interruptAt: FastCheck.option(FastCheck.integer({ min: 0, max: 4 }), { nil: undefined })
+                interruptAt: FastCheck.option(FastCheck.integer({ min: 0, max: 4 }), { nil: undefined }),
+                // how the run ends: a text answer, a structured output (repaired once), or over `maxSteps`
+                ending: FastCheck.constantFrom("text", "valid", "repaired", "maxSteps")
               }),
               { minLength: 1, maxLength: 3 }
             ),
@@ -203,20 +230,36 @@ describe("a thread grown in place: an adversary finds nothing that changes", () 
               })
               const exit = await Effect.runPromiseExit(
                 Effect.gen(function*() {
-                  const agent = yield* Agent.make({ toolkit: Calculator })
+                  const agent = yield* Agent.make({
+                    toolkit: Calculator,
+                    ...(run.ending === "valid" || run.ending === "repaired"
+                      ? { responseFormat: Schema.Struct({ answer: Schema.Number }) }
+                      : {}),
+                    ...(run.ending === "maxSteps" ? { maxSteps: Math.max(1, run.toolSteps) } : {})
+                  })
                   if (!plan.stream) return (yield* agent.run("add", { threadId: "k" })).state.messages
                   const events = Chunk.toReadonlyArray(yield* Stream.runCollect(agent.stream("add", { threadId: "k" })))
                   const end = events.at(-1) as { readonly result: { readonly state: { readonly messages: Messages } } }
                   return end.result.state.messages
                 }).pipe(
                   Effect.provide(Layer.mergeAll(
-                    model(run.toolSteps, run.calls, undefined, `r${r}`),
+                    model(
+                      run.toolSteps,
+                      run.calls,
+                      undefined,
+                      `r${r}`,
+                      run.ending === "valid" || run.ending === "repaired" ? run.ending : "none"
+                    ),
                     handlers,
                     Layer.succeed(Checkpointer.Checkpointer, store)
                   ))
                 )
               )
               if (Exit.isSuccess(exit)) results.push(given(exit.value))
+              // the run ended as planned
+              const interrupted = run.interruptAt !== undefined && run.interruptAt < run.toolSteps
+              const overSteps = run.ending === "maxSteps" && run.toolSteps >= 1
+              assert.strictEqual(Exit.isSuccess(exit), !interrupted && !overSteps, `run ${r}: ${exit}`)
               // the store holds what the run's last save held: a failed run's reply is in no save
               const stored = last === undefined ? 0 : last.messages.length
               assert.strictEqual(stored, saves.at(-1)?.length ?? 0)
