@@ -98,6 +98,11 @@ const unchanged = (held: ReadonlyArray<Given>, final: Messages, what: string) =>
     h.messages.forEach((message, j) => assert.strictEqual(message, final[j], `${what} ${i}, message ${j}`))
   })
 
+/** An agent with the calculator whose model calls `add` `toolSteps` times, then answers. */
+const calculating = (toolSteps: number) => Agent.make({ toolkit: Calculator }).pipe(Effect.provide(model(toolSteps, 1)))
+
+type Made = Effect.Effect.Success<ReturnType<typeof calculating>>
+
 describe("a thread grown in place: an adversary finds nothing that changes", () => {
   it.effect("a tool call guard set around the run keeps the state it was given, read at once or later", () =>
     Effect.promise(() =>
@@ -454,8 +459,8 @@ describe("a thread grown in place: an adversary finds nothing that changes", () 
           async (plan) => {
             const forks: Array<Given & { readonly to: string }> = []
             let calls = 0
-            let runner: Agent.Agent<any, any, any, any> | undefined
-            let other: Agent.Agent<any, any, any, any> | undefined
+            let runner: Made | undefined
+            let other: Made | undefined
             const handlers = Calculator.toLayer({
               add: ({ a, b }) =>
                 Effect.gen(function*() {
@@ -476,12 +481,12 @@ describe("a thread grown in place: an adversary finds nothing that changes", () 
             })
             const results = await Effect.runPromise(
               Effect.gen(function*() {
-                runner = yield* Agent.make({ toolkit: Calculator }).pipe(Effect.provide(model(plan.toolSteps, 1)))
-                other = yield* Agent.make({ toolkit: Calculator }).pipe(Effect.provide(model(0, 1)))
+                runner = yield* calculating(plan.toolSteps)
+                other = yield* calculating(0)
                 const results: Array<Given> = []
                 for (let r = 0; r < (plan.twoRuns ? 2 : 1); r++) {
                   if (r > 0) {
-                    runner = yield* Agent.make({ toolkit: Calculator }).pipe(Effect.provide(model(plan.toolSteps, 1)))
+                    runner = yield* calculating(plan.toolSteps)
                   }
                   results.push(given((yield* runner.run(`add ${r}`, { threadId: "t" })).state.messages))
                 }
