@@ -19,6 +19,7 @@ import type { Compiled } from "./config.js"
 import { identityMemo } from "./fast/identityMemo.js"
 import * as LayerGroups from "./fast/layerGroups.js"
 import { PassedOn } from "./fast/passedOn.js"
+import * as PrefixViews from "./fast/prefixViews.js"
 import { toolResultProblem } from "./hookResults.js"
 import { Continue } from "./machine.js"
 import * as Observer from "./observer.js"
@@ -197,7 +198,11 @@ export const make = (config: Compiled, save: Save) => {
     const requestOf = (call: Prompt.ToolCallPart): Middleware.ToolCallRequest => ({
       call,
       tool: toolsByName.get(call.name)?.tool ?? (call.name === outputToolName ? output!.tool : undefined),
-      state: flat ??= config.layout.flatten(state),
+      // with no `wrapToolCall` hook only a guard set around the run reads it, while the run may still grow its
+      // messages array in place: it gets a view of the array's length now (`fast/prefixViews.ts`)
+      state: flat ??= state.unseen === state.messages
+        ? PrefixViews.state(config.layout.flatten(state), state.messages, state.messages.length)
+        : config.layout.flatten(state),
       threadId: run.threadId,
       incarnation: run.incarnation,
       step: state.step - 1,

@@ -15,18 +15,34 @@ const promptProto: object = Object.getPrototypeOf(Prompt.empty)
 
 /**
  * Gives `target` the enumerable property `key`, built by `build` when first
- * read (then an ordinary data property), and gives `target`.
+ * read (then an ordinary data property), and gives `target`. A property that
+ * is set before it is read takes the value set, unbuilt; on an object frozen
+ * or sealed before the property was read, it stays an accessor that gives
+ * the one value it built, and refuses to be set, as a frozen data property
+ * would.
  */
-const lazily = <T extends object>(target: T, key: string, build: () => unknown): T =>
-  Object.defineProperty(target, key, {
+const lazily = <T extends object>(target: T, key: string, build: () => unknown): T => {
+  let built = false
+  let value: unknown
+  /** The property a data property holding `given`, when `target` still lets it be redefined. */
+  const settle = (given: unknown): boolean =>
+    Reflect.defineProperty(target, key, { value: given, enumerable: true, writable: true, configurable: true })
+  return Object.defineProperty(target, key, {
     enumerable: true,
     configurable: true,
     get() {
-      const value = build()
-      Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true })
+      if (!built) {
+        value = build()
+        built = true
+        settle(value)
+      }
       return value
+    },
+    set(given: unknown) {
+      if (!settle(given)) throw new TypeError(`Cannot assign to read only property '${key}' of object`)
     }
   })
+}
 
 /** The prompt of `system` (if any) and the first `length` of `messages`, its `content` built when first read. */
 export const prompt = (
