@@ -9,7 +9,9 @@ import type { Prompt } from "@effect/ai"
 import { LanguageModel, Response } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
 import { Agent, AgentError } from "@stepwise-agent/core"
+import * as FakeOpenAi from "@stepwise-agent/testing/FakeOpenAi"
 import { Cause, Effect, Exit, FastCheck, Layer, Option, Stream } from "effect"
+import * as http from "node:http"
 
 const usage = new Response.Usage({ inputTokens: 1, outputTokens: 1, totalTokens: 2 })
 
@@ -170,4 +172,49 @@ describe("a model reply is bounded", () => {
         assert.instanceOf(Option.getOrUndefined(error), AgentError.AgentConfigError, JSON.stringify(options))
       }
     }))
+
+  it.live("through the OpenAI client: an HTTP server on 127.0.0.1 that streams text events without end is cut off", () =>
+    Effect.acquireUseRelease(
+      Effect.async<http.Server>((resume) => {
+        const server = http.createServer((request, response) => {
+          request.resume()
+          request.on("end", () => {
+            response.writeHead(200, { "content-type": "text/event-stream" })
+            let n = 0
+            const write = () => {
+              while (!response.destroyed) {
+                const event = {
+                  type: "response.output_text.delta",
+                  sequence_number: ++n,
+                  item_id: "msg_1",
+                  output_index: 0,
+                  content_index: 0,
+                  delta: "x".repeat(1000)
+                }
+                if (!response.write(`event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`)) {
+                  response.once("drain", write)
+                  return
+                }
+              }
+            }
+            write()
+          })
+        })
+        server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+      }),
+      (server) =>
+        Effect.gen(function*() {
+          const agent = yield* Agent.make({ maxReplyChars: 200_000 })
+          const error = replyError(yield* Effect.exit(Stream.runDrain(agent.stream("hi", { threadId: "t" }))))
+          assert.strictEqual(error.reason, "TooLarge")
+          assert.isAtMost(error.text.length, 200_000)
+        }).pipe(
+          Effect.provide(
+            FakeOpenAi.languageModel({
+              url: `http://127.0.0.1:${(server.address() as { readonly port: number }).port}`
+            })
+          )
+        ),
+      (server) => Effect.sync(() => server.close())
+    ))
 })
