@@ -834,18 +834,10 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
       options.middleware ?? [],
       (m: Middleware.Any) => Middleware.build(m)
     )
-    const maxSteps = options.maxSteps ?? 50
-    if (!Number.isInteger(maxSteps) || maxSteps < 1) {
-      return yield* new AgentError.AgentConfigError({
-        reason: `maxSteps must be a whole number of at least 1, got ${describeValue(maxSteps)}`
-      })
-    }
-    const maxToolCallRepairs = options.maxToolCallRepairs ?? 3
-    if (!Number.isInteger(maxToolCallRepairs) || maxToolCallRepairs < 0) {
-      return yield* new AgentError.AgentConfigError({
-        reason: `maxToolCallRepairs must be a whole number of at least 0, got ${describeValue(maxToolCallRepairs)}`
-      })
-    }
+    const maxSteps = countOf("maxSteps", options.maxSteps, 50, 1)
+    if (maxSteps instanceof AgentError.AgentConfigError) return yield* maxSteps
+    const maxToolCallRepairs = countOf("maxToolCallRepairs", options.maxToolCallRepairs, 3, 0)
+    if (maxToolCallRepairs instanceof AgentError.AgentConfigError) return yield* maxToolCallRepairs
     const toolConcurrency = options.toolConcurrency ?? 8
     if (toolConcurrency !== "unbounded" && (!Number.isInteger(toolConcurrency) || toolConcurrency < 1)) {
       return yield* new AgentError.AgentConfigError({
@@ -854,30 +846,14 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
         }`
       })
     }
-    const maxInputChars = options.maxInputChars ?? defaultMaxInputChars
-    if (!Number.isInteger(maxInputChars) || maxInputChars < 1) {
-      return yield* new AgentError.AgentConfigError({
-        reason: `maxInputChars must be a whole number of at least 1, got ${describeValue(maxInputChars)}`
-      })
-    }
-    const maxInputMessages = options.maxInputMessages ?? defaultMaxInputMessages
-    if (!Number.isInteger(maxInputMessages) || maxInputMessages < 1) {
-      return yield* new AgentError.AgentConfigError({
-        reason: `maxInputMessages must be a whole number of at least 1, got ${describeValue(maxInputMessages)}`
-      })
-    }
-    const maxInputParts = options.maxInputParts ?? defaultMaxInputParts
-    if (!Number.isInteger(maxInputParts) || maxInputParts < 1) {
-      return yield* new AgentError.AgentConfigError({
-        reason: `maxInputParts must be a whole number of at least 1, got ${describeValue(maxInputParts)}`
-      })
-    }
-    const maxReplyChars = options.maxReplyChars ?? defaultMaxReplyChars
-    if (!Number.isInteger(maxReplyChars) || maxReplyChars < 1) {
-      return yield* new AgentError.AgentConfigError({
-        reason: `maxReplyChars must be a whole number of at least 1, got ${describeValue(maxReplyChars)}`
-      })
-    }
+    const maxInputChars = countOf("maxInputChars", options.maxInputChars, defaultMaxInputChars, 1)
+    if (maxInputChars instanceof AgentError.AgentConfigError) return yield* maxInputChars
+    const maxInputMessages = countOf("maxInputMessages", options.maxInputMessages, defaultMaxInputMessages, 1)
+    if (maxInputMessages instanceof AgentError.AgentConfigError) return yield* maxInputMessages
+    const maxInputParts = countOf("maxInputParts", options.maxInputParts, defaultMaxInputParts, 1)
+    if (maxInputParts instanceof AgentError.AgentConfigError) return yield* maxInputParts
+    const maxReplyChars = countOf("maxReplyChars", options.maxReplyChars, defaultMaxReplyChars, 1)
+    if (maxReplyChars instanceof AgentError.AgentConfigError) return yield* maxReplyChars
     const modelTimeout = durationOf("modelTimeout", options.modelTimeout)
     if (modelTimeout instanceof AgentError.AgentConfigError) return yield* modelTimeout
     const layout = yield* AgentState.layout(middleware)
@@ -939,6 +915,19 @@ const build = (options: Options<ReadonlyArray<Middleware.Any>, any, any, any, an
     }).pipe(Scope.extend(scope))
     return service
   })
+
+/** The count option `option` (`fallback` when not given), or why it is not a whole number of at least `min`. */
+const countOf = (
+  option: string,
+  value: number | undefined,
+  fallback: number,
+  min: number
+): number | AgentError.AgentConfigError => {
+  const count = value ?? fallback
+  return Number.isInteger(count) && count >= min ? count : new AgentError.AgentConfigError({
+    reason: `${option} must be a whole number of at least ${min}, got ${describeValue(count)}`
+  })
+}
 
 /** What each option that is not a number must be, when given (`null` stands for not given where it always has). */
 const optionKinds: ReadonlyArray<readonly [option: string, kind: string, is: (value: unknown) => boolean]> = [
