@@ -176,24 +176,48 @@ export const make = (config: Compiled) => {
       if (part.type === "finish") finish = part
       else if (part.type === "error") errorEvent = part
     }
-    const message = cutDeepArguments(assistantMessage(parts) ?? streamedMessage(parts))
+    const message = messageOf(parts)
     if (finish === undefined || !answers(message)) {
-      return new ModelReplyError({
-        reason: finish !== undefined || (!streamed && received.length === 0)
+      return failure(
+        finish !== undefined || (!streamed && received.length === 0)
           ? "Empty"
           : received.length === 0
           ? "NotAStream"
           : "Truncated",
+        message,
+        received,
         step,
         streamed,
-        text: AgentResult.lastText([message]),
-        finishReason: finish?.reason,
-        received: Array.from(new Set(received.map((part) => part.type))),
-        errorEvent: errorEvent?.error
-      })
+        finish,
+        errorEvent
+      )
     }
     return { message, toolCalls: toolCallsOf(message), usage: finish.usage, finishReason: finish.reason, offeredTools }
   }
+
+  /** The assistant message of a reply's parts (its blocks closed), with arguments too deep cut. */
+  const messageOf = (parts: ReadonlyArray<Response.AnyPart>): Prompt.AssistantMessage =>
+    cutDeepArguments(assistantMessage(parts) ?? streamedMessage(parts))
+
+  /** Why a reply cannot be used: `reason`, the text of its message and the kinds of parts it received. */
+  const failure = (
+    reason: ModelReplyError["reason"],
+    message: Prompt.AssistantMessage,
+    received: ReadonlyArray<Response.AnyPart>,
+    step: number,
+    streamed: boolean,
+    finish?: Response.FinishPart,
+    errorEvent?: Response.ErrorPart
+  ): ModelReplyError =>
+    new ModelReplyError({
+      reason,
+      step,
+      streamed,
+      text: AgentResult.lastText([message]),
+      finishReason: finish?.reason,
+      received: Array.from(new Set(received.map((part) => part.type))),
+      errorEvent: errorEvent?.error
+    })
 
   /**
    * The failure of a reply cut off for `reason` (past `maxReplyChars`, or
@@ -204,16 +228,7 @@ export const make = (config: Compiled) => {
     received: ReadonlyArray<Response.AnyPart>,
     step: number,
     streamed: boolean
-  ): ModelReplyError => {
-    const parts = closeBlocks(received)
-    return new ModelReplyError({
-      reason,
-      step,
-      streamed,
-      text: AgentResult.lastText([assistantMessage(parts) ?? streamedMessage(parts)]),
-      received: Array.from(new Set(received.map((part) => part.type)))
-    })
-  }
+  ): ModelReplyError => failure(reason, messageOf(closeBlocks(received)), received, step, streamed)
 
   /** {@link judge} as an `Either`. */
   const toModelResponse = (
