@@ -82,7 +82,7 @@ export const make = (config: Compiled, save: Save) => {
         run,
         () => AgentEvent.MessageReceived({ mode: "steer", step: state.step, messages: input })
       )
-      const received = RunState.seen(RunState.withMessages(state, Lineage.append(state.messages, input)))
+      const received = RunState.withMessages(state, Lineage.append(state.messages, input))
       return { state: yield* save(run, received, undefined), outcome: Continue }
     })
     return Effect.flatMap(received, (stepped) => then(phase, stepped))

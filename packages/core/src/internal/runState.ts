@@ -122,7 +122,7 @@ export const saved = (state: RunState, incarnation: string | undefined): RunStat
     ? state
     : { ...state, expected: { incarnation } }
 
-/** The state with the thread's messages replaced. */
+/** The state with the thread's messages replaced (by an array others may hold: it is not `unseen`). */
 export const withMessages = (state: RunState, messages: ReadonlyArray<Prompt.Message>): RunState =>
   messages === state.messages ? state : { ...state, messages, unseen: undefined }
 
