@@ -6,10 +6,11 @@
 import type { Prompt } from "@effect/ai"
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Checkpointer } from "@stepwise-agent/core"
+import { Agent } from "@stepwise-agent/core"
 import { HumanInTheLoop } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
-import { Effect, Layer, Ref, Schema } from "effect"
+import { Effect, Ref, Schema } from "effect"
+import { runLogged } from "./support/parityRun.js"
 
 const Calculator = Tool.make("calculator", {
   parameters: { a: Schema.Number, b: Schema.Number, operation: Schema.String },
@@ -40,13 +41,7 @@ const write = (filename: string, content: string, id: string) => ({
 const run = <R>(
   script: ReadonlyArray<ScriptedModel.Turn>,
   body: (runs: Ref.Ref<ReadonlyArray<string>>) => Effect.Effect<void, unknown, R>
-) =>
-  Effect.gen(function*() {
-    const runs = yield* Ref.make<ReadonlyArray<string>>([])
-    yield* body(runs).pipe(
-      Effect.provide(Layer.mergeAll(ScriptedModel.layer(script), Checkpointer.layerMemory, toolsLogging(runs)))
-    )
-  })
+) => runLogged(script, toolsLogging, body)
 
 const toolResults = (messages: ReadonlyArray<Prompt.Message>): Array<Prompt.ToolResultPart> =>
   messages.flatMap((message) =>
@@ -234,17 +229,20 @@ describe("LangChain parity: humanInTheLoopMiddleware", () => {
         ])
       })))
 
+  /** An agent that asks about `write_file` only for a file whose name starts with "danger". */
+  const dangerOnly = agentWith({
+    write_file: {
+      allowedDecisions: ["approve"],
+      when: (call) => String((call.params as { filename?: unknown }).filename ?? "").startsWith("danger")
+    }
+  })
+
   it.effect("when predicate: auto-approves the tool call when `when` returns false", () =>
     run(
       [ScriptedModel.toolCalls([write("a.txt", "A", "call_1")]), ScriptedModel.text("done")],
       (runs) =>
         Effect.gen(function*() {
-          const agent = yield* agentWith({
-            write_file: {
-              allowedDecisions: ["approve"],
-              when: (call) => String((call.params as { filename?: unknown }).filename ?? "").startsWith("danger")
-            }
-          })
+          const agent = yield* dangerOnly
           const result = yield* agent.run("write", { threadId: "t" })
           assert.strictEqual(result._tag, "Completed")
           assert.deepStrictEqual(yield* Ref.get(runs), ["write_file:a.txt,A"])
@@ -256,12 +254,7 @@ describe("LangChain parity: humanInTheLoopMiddleware", () => {
       [ScriptedModel.toolCalls([write("danger.txt", "A", "call_1")]), ScriptedModel.text("done")],
       (runs) =>
         Effect.gen(function*() {
-          const agent = yield* agentWith({
-            write_file: {
-              allowedDecisions: ["approve"],
-              when: (call) => String((call.params as { filename?: unknown }).filename ?? "").startsWith("danger")
-            }
-          })
+          const agent = yield* dangerOnly
           const result = yield* agent.run("write", { threadId: "t" })
           assert.strictEqual(result._tag, "Interrupted")
           assert.deepStrictEqual(yield* Ref.get(runs), [])

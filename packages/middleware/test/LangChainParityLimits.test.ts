@@ -6,10 +6,11 @@
 import type { Prompt } from "@effect/ai"
 import { Tool, Toolkit } from "@effect/ai"
 import { assert, describe, it } from "@effect/vitest"
-import { Agent, Checkpointer } from "@stepwise-agent/core"
+import { Agent } from "@stepwise-agent/core"
 import { ModelCallLimit, ToolCallLimit } from "@stepwise-agent/middleware"
 import { ScriptedModel } from "@stepwise-agent/testing"
 import { Effect, Layer, Ref, Schema } from "effect"
+import { runLogged } from "./support/parityRun.js"
 
 const Search = Tool.make("search", { parameters: { query: Schema.String }, success: Schema.String })
 const Calculator = Tool.make("calculator", { parameters: { expression: Schema.String }, success: Schema.String })
@@ -28,13 +29,7 @@ const calculator = (expression: string, id: string) => ({ name: "calculator", pa
 const run = <R>(
   script: ReadonlyArray<ScriptedModel.Turn>,
   body: (runs: Ref.Ref<ReadonlyArray<string>>) => Effect.Effect<void, unknown, R>
-) =>
-  Effect.gen(function*() {
-    const runs = yield* Ref.make<ReadonlyArray<string>>([])
-    yield* body(runs).pipe(
-      Effect.provide(Layer.mergeAll(ScriptedModel.layer(script), Checkpointer.layerMemory, toolsCounting(runs)))
-    )
-  })
+) => runLogged(script, toolsCounting, body)
 
 const lastText = (messages: ReadonlyArray<Prompt.Message>): string => {
   const last = messages.at(-1)
