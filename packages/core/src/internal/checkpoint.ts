@@ -64,10 +64,10 @@ export class ThreadEncoder {
   }
 
   /**
-   * The stored form of the first `length` of `messages` (all of them unless told). `growable`: the run may
-   * still grow `messages` in place, so the thread a later load of this stored form gives is a copy.
+   * The stored form of the first `length` of `messages`. `growable`: the run may still grow `messages` in
+   * place, so the thread a later load of this stored form gives is a copy.
    */
-  encode(messages: ReadonlyArray<Prompt.Message>, length = messages.length, growable = false): ReadonlyArray<unknown> {
+  encode(messages: ReadonlyArray<Prompt.Message>, length: number, growable: boolean): ReadonlyArray<unknown> {
     const previous = this.messages
     if (previous === messages && this.length === length) return this.encoded
     const shared = previous === undefined ? 0 : Lineage.sharedPrefix(previous, messages, this.length, length)
